@@ -1,0 +1,186 @@
+"""The ``noeira`` command line: train, eval, list, info, and commands that plugins add.
+
+User errors print one line and exit with code 2 (``--debug`` shows the traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from noeira.core import registry
+from noeira.core.api import split_name
+from noeira.core.config import (
+    DEFAULT_AGENT,
+    DEFAULT_ENV,
+    GraphConfig,
+    RunSection,
+    deep_merge,
+    describe,
+    load_toml,
+    parse_overrides,
+)
+from noeira.core.errors import UserError
+from noeira.core.plugins import get_plugin_manager
+
+__all__ = ["main"]
+
+
+def _print_keys(title: str, cls: type | None, console: Console) -> None:
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for col in ("key", "type", "default", "doc"):
+        table.add_column(col, overflow="fold")
+    if cls is not None:
+        for key, tname, default, doc in describe(cls):
+            table.add_row(key, tname, repr(default), doc)
+    console.print(table)
+
+
+def _train_help(overrides: dict[str, Any]) -> int:
+    console = Console()
+    console.print(
+        "usage: noeira train [KEY=VALUE ...] [--config FILE] [--run-dir DIR] [--debug]\n\n"
+        "Trains an agent on an env, writing a run directory (config.toml, record.json, "
+        "metrics.jsonl, checkpoints/).\nKEY=VALUE overrides any config key: env=NAME, "
+        "agent=NAME, backend=cpu|cuda|auto, graph=NAME, env.num_envs=N, agent.KEY=V, run.KEY=V.\n"
+    )
+    env_name = overrides.get("env", {}).get("name", DEFAULT_ENV)
+    agent_name = overrides.get("agent", {}).get("name", DEFAULT_AGENT)
+    _print_keys(f"agent={agent_name} (agent.KEY)", getattr(registry.load("agents", agent_name), "Config", None), console)
+    _print_keys(f"env={env_name} (env.KEY; also env.num_envs)",
+                getattr(registry.load("envs", split_name(env_name)[0]), "Config", None), console)
+    _print_keys("graph.KEY", GraphConfig, console)
+    _print_keys("run.KEY", RunSection, console)
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from noeira.core.driver import resolve, train
+
+    overrides = parse_overrides(args.overrides)
+    if args.help:
+        return _train_help(overrides)
+    raw = load_toml(args.config) if args.config else {}
+    cfg = resolve(deep_merge(raw, overrides))
+    record = train(cfg, run_dir=args.run_dir)
+    ev = record.get("final_eval")
+    evs = f", eval {ev['mean_return']:.1f} ± {ev['std_return']:.1f} over {ev['episodes']} episodes" if ev else ""
+    print(
+        f"{cfg.agent.name} on {cfg.env.name} ({record['backend']}, graph {record['graph']}): "
+        f"{record['env_steps']:,} steps in {record['train_seconds']:.1f} s "
+        f"({record['steps_per_second']:,.0f} steps/s){evs} -> {record['run_dir']}"
+    )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from noeira.core.driver import eval_run
+
+    if args.episodes is not None and args.episodes < 1:
+        raise UserError(f"--episodes: must be >= 1, got {args.episodes}")
+    result = eval_run(args.run_dir, episodes=args.episodes, backend=args.backend)
+    print(json.dumps(result))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    plugins = registry.list_plugins()
+    if args.json:
+        print(json.dumps({k: [{"name": p.name, "distribution": p.distribution, "version": p.version,
+                                "summary": p.summary} for p in v] for k, v in plugins.items()}, indent=2))
+        return 0
+    table = Table(title="installed noeira plugins")
+    for col in ("kind", "name", "distribution", "version", "summary"):
+        table.add_column(col)
+    for kind, rows in plugins.items():
+        for p in rows:
+            table.add_row(kind, p.name, p.distribution, p.version, p.summary)
+    Console().print(table)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    import importlib.metadata as md
+
+    from noeira.core.api import get_backend
+
+    lines = [f"python {platform.python_version()} ({platform.platform()})", f"torch {torch.__version__}"]
+    for dist in sorted(md.distributions(), key=lambda d: d.metadata["Name"] or ""):
+        name = dist.metadata["Name"] or ""
+        if name.startswith("noeira"):
+            lines.append(f"{name} {dist.version}")
+    for name in registry.names("backends"):
+        try:
+            b = get_backend(name)
+            lines.append(f"backend {name}: available ({b.device}, {b.device_name()})")
+        except UserError as err:
+            lines.append(f"backend {name}: unavailable ({err})")
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            lines.append(f"gpu {i}: {torch.cuda.get_device_name(i)}")
+    else:
+        lines.append("gpu: none")
+    print("\n".join(lines))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="noeira", description="noeira: reinforcement learning on one device.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("train", add_help=False, help="train an agent (no arguments: PPO on CartPole)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    p.add_argument("--config", help="a TOML config (a run's config.toml reproduces it)")
+    p.add_argument("--run-dir", help="where to write the run (default runs/ENV-AGENT-TIME)")
+    p.add_argument("-h", "--help", action="store_true", help="show the keys of the chosen plugins")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="evaluate a run's checkpoint")
+    p.add_argument("run_dir")
+    p.add_argument("--episodes", type=int)
+    p.add_argument("--backend", help="evaluate on another backend")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("list", help="installed plugins by kind")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("info", help="versions, backends, GPU")
+    p.set_defaults(func=cmd_info)
+
+    get_plugin_manager().hook.noeira_add_commands(subparsers=sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    err = Console(stderr=True, highlight=False)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args = parser.parse_args(["train", *argv])
+        return int(args.func(args) or 0)
+    except UserError as e:
+        if debug:
+            raise
+        err.print(f"noeira: error: {e}", markup=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        err.print("noeira: interrupted", markup=False)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The contracts every plugin implements, as typed protocols.
+
+Shapes: ``N = num_envs``. Observations are ``[N, *observation_space.shape]``, actions
+``[N, *action_space.shape]``, rewards / flags ``[N]``. Every tensor lives on the env's
+``device``. Conformance checks for each protocol are in :mod:`noeira.core.testing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+import torch
+from torch import Tensor
+
+from noeira.core.spaces import Space
+
+__all__ = [
+    "Agent",
+    "Backend",
+    "BatchedEnv",
+    "EnvSpec",
+    "GraphBackend",
+    "PhysicsEngine",
+    "RobotDriver",
+    "StepResult",
+]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Where tensors live and how work is launched (``cpu``, ``cuda``, plugins: mps, xpu...)."""
+
+    name: str
+    device: torch.device
+    supports_graphs: bool
+    generators: list[torch.Generator]
+    """Every generator made by :meth:`generator`, so a graph backend can register them."""
+
+    def is_available(self) -> bool: ...
+    def synchronize(self) -> None: ...
+    def seed(self, seed: int) -> None:
+        """Seed torch's global generators for this device (and the CPU)."""
+    def generator(self, seed: int | None) -> torch.Generator:
+        """A new generator on the device, seeded (or from entropy when ``seed`` is None)."""
+    def to_device(self, x: Any) -> Any:
+        """Stage a tensor / array / nested mapping onto the device."""
+    def to_host(self, x: Any) -> Any:
+        """Bring a tensor / nested mapping back to the host (one sync)."""
+    def device_name(self) -> str: ...
+
+
+@attrs.define(slots=True)
+class StepResult:
+    """What ``BatchedEnv.step`` returns. The tensors are the env's own buffers, overwritten
+    by the next step: clone what you keep.
+
+    ``obs``: ``[N, *obs_shape]`` the observation to act on next (already reset where done).
+    ``reward``: ``[N]`` float. ``terminated`` / ``truncated``: ``[N]`` bool, as gymnasium
+    (both can be true at the step limit). ``final_obs``: ``[N, *obs_shape]`` the observation
+    the step reached before any autoreset (equal to ``obs`` where not done).
+    """
+
+    obs: Tensor
+    reward: Tensor
+    terminated: Tensor
+    truncated: Tensor
+    final_obs: Tensor
+
+
+@attrs.frozen
+class EnvSpec:
+    """What an agent needs to know about an env to build itself."""
+
+    name: str
+    num_envs: int
+    observation_space: Space
+    action_space: Space
+    device: torch.device
+    max_episode_steps: int | None = None
+    capture_safe: bool = False
+
+
+@runtime_checkable
+class BatchedEnv(Protocol):
+    """``num_envs`` environments stepped together, state as ``[N, ...]`` tensors.
+
+    ``step`` autoresets envs that end (same step) and keeps per-env episode return/length
+    on the device; completed-episode sums are read with :meth:`pop_episode_stats`.
+    ``capture_safe`` declares that ``step`` does no host sync and no allocation whose shape
+    changes, so it can be recorded in a CUDA graph.
+    """
+
+    num_envs: int
+    device: torch.device
+    observation_space: Space
+    action_space: Space
+    max_episode_steps: int | None
+    capture_safe: bool
+    spec: EnvSpec
+
+    @property
+    def obs(self) -> Tensor:
+        """The current observation ``[N, *obs_shape]``: one buffer for the env's life, which
+        ``reset`` returns and ``step`` rewrites in place (agents read it at collect start)."""
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Reset every env; returns ``obs`` ``[N, *obs_shape]``."""
+    def step(self, action: Tensor) -> StepResult:
+        """Step every env with ``action`` ``[N, *act_shape]``."""
+    def get_state(self) -> Tensor:
+        """The physical state, one row per env ``[N, state_dim]`` (the reference's layout)."""
+    def set_state(self, state: Tensor) -> None:
+        """Set the physical state ``[N, state_dim]``; the observation follows."""
+    def pop_episode_stats(self) -> dict[str, Tensor]:
+        """Device scalars ``return_sum``, ``length_sum``, ``count`` of episodes completed
+        since the last call, then zero them. No host sync."""
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A learner built from ``(EnvSpec, Backend, Config)``.
+
+    ``collect(env)`` steps the env and stores experience on the device; ``learn()`` runs
+    the gradient updates and returns metrics as device tensors (0-d). Both are capture-safe
+    for agents meant to run under a graph backend. ``steps_per_collect`` is how many env
+    steps one ``collect`` makes (known on the host, so the driver never syncs to count).
+    """
+
+    config: Any
+    steps_per_collect: int
+
+    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor: ...
+    def collect(self, env: BatchedEnv) -> None: ...
+    def learn(self) -> Mapping[str, Tensor]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class GraphBackend(Protocol):
+    """Records a step function once and replays it (``eager`` just calls it)."""
+
+    name: str
+
+    def available(self, backend: Backend) -> bool: ...
+    def wrap(self, fn: Callable[..., Any], backend: Backend | None = None) -> Callable[..., Any]:
+        """A callable with ``fn``'s signature; the first calls may warm up and record."""
+
+
+@runtime_checkable
+class PhysicsEngine(Protocol):
+    """An MJCF model stepped for ``num_worlds`` worlds; state as torch tensors
+    (``[num_worlds, nq]`` etc.), views without copies where the engine allows."""
+
+    num_worlds: int
+    device: torch.device
+    qpos: Tensor
+    qvel: Tensor
+    ctrl: Tensor
+    time: Tensor
+    sensordata: Tensor
+
+    def step(self, nstep: int = 1) -> None: ...
+    def forward(self) -> None: ...
+    def reset(self, mask: Tensor | None = None) -> None: ...
+
+
+@runtime_checkable
+class RobotDriver(Protocol):
+    """A real robot. Nothing moves unless armed; torque is released on every exit path."""
+
+    connected: bool
+    armed: bool
+
+    def connect(self) -> None: ...
+    def disconnect(self) -> None: ...
+    def arm(self) -> None: ...
+    def disarm(self) -> None: ...
+    def read(self, raw: bool = False) -> dict[str, float]: ...
+    def send_action(self, action: Mapping[str, float]) -> dict[str, float]: ...

@@ -1,0 +1,341 @@
+"""The training driver: resolve the config, build by name, loop, log, checkpoint, evaluate.
+
+::
+
+    collect = graph.wrap(agent.collect) if capture_env else agent.collect
+    learn   = graph.wrap(agent.learn)   if capture_train else agent.learn
+    until total_steps: collect(env); metrics = learn()      # no host sync here
+    every log_interval iterations: one read of the device metrics -> hooks
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata as md
+import json
+import logging
+import math
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from noeira.core import registry
+from noeira.core.api import get_backend, get_graph_backend, plugin_config, split_name
+from noeira.core.config import (
+    DEFAULT_AGENT,
+    DEFAULT_ENV,
+    GraphConfig,
+    PluginSection,
+    RunConfig,
+    RunSection,
+    deep_merge,
+    structure,
+)
+from noeira.core.contracts import Backend, BatchedEnv
+from noeira.core.errors import ConfigError, UserError
+from noeira.core.plugins import get_plugin_manager
+
+__all__ = ["Run", "build_env", "evaluate", "load_checkpoint", "resolve", "save_checkpoint", "train"]
+
+log = logging.getLogger("noeira")
+GRAPH_ENV = "NOEIRA_GRAPH_BACKEND"
+_TOP_KEYS = ("backend", "env", "agent", "graph", "run")
+DEFAULT_NUM_ENVS = 16
+
+
+def resolve(raw: Mapping[str, Any]) -> RunConfig:
+    """Layer the chosen agent's recipe under ``raw`` and structure every section."""
+    for key in raw:
+        if key not in _TOP_KEYS:
+            raise ConfigError(f"{key}: unknown key (known keys: {', '.join(_TOP_KEYS)})")
+    for key in ("env", "agent", "graph", "run"):
+        if key in raw and not isinstance(raw[key], Mapping):
+            raise ConfigError(f"{key}: expected a table, got {raw[key]!r}")
+    backend_name = raw.get("backend", "auto")
+    if not isinstance(backend_name, str):
+        raise ConfigError(f"backend: expected a string, got {backend_name!r}")
+    backend = get_backend(backend_name)
+    env_name = raw.get("env", {}).get("name", DEFAULT_ENV)
+    agent_name = raw.get("agent", {}).get("name", DEFAULT_AGENT)
+    for path, value in (("env.name", env_name), ("agent.name", agent_name)):
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+    agent_cls = registry.load("agents", agent_name)
+    recipe = agent_cls.recipe(env_name, backend.name) if hasattr(agent_cls, "recipe") else {}
+    merged = deep_merge(recipe or {}, raw)
+
+    env_data = dict(merged.get("env", {}))
+    env_data.pop("name", None)
+    num_envs = env_data.pop("num_envs", DEFAULT_NUM_ENVS)
+    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+        raise ConfigError(f"env.num_envs: expected an integer >= 1, got {num_envs!r}")
+    base, implied = split_name(env_name)
+    env_cfg = plugin_config(registry.load("envs", base), {**env_data, **implied}, "env")
+    agent_data = dict(merged.get("agent", {}))
+    agent_data.pop("name", None)
+    agent_cfg = plugin_config(agent_cls, agent_data, "agent")
+    graph = structure(merged.get("graph", {}), GraphConfig, "graph")
+    run = structure(merged.get("run", {}), RunSection, "run")
+    for key in ("total_steps", "log_interval"):
+        if getattr(run, key) < 1:
+            raise ConfigError(f"run.{key}: must be >= 1, got {getattr(run, key)}")
+    for key in ("eval_episodes", "checkpoint_interval"):
+        if getattr(run, key) < 0:
+            raise ConfigError(f"run.{key}: must be >= 0, got {getattr(run, key)}")
+    return RunConfig(
+        backend=backend.name, env=PluginSection(env_name, env_cfg), num_envs=num_envs,
+        agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
+    )
+
+
+def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None) -> BatchedEnv:
+    base, _ = split_name(cfg.env.name)
+    cls = registry.load("envs", base)
+    return cls(cfg.env.config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
+
+
+def choose_graph(cfg: GraphConfig, backend: Backend) -> str:
+    """Config first, then ``$NOEIRA_GRAPH_BACKEND``, then a plugin's default, then eager."""
+    return (cfg.name or os.environ.get(GRAPH_ENV, "").strip()
+            or get_plugin_manager().hook.noeira_default_graph_backend(backend=backend) or "eager")
+
+
+@torch.no_grad()
+def evaluate(agent: Any, env: BatchedEnv, episodes: int, seed: int) -> dict[str, Any]:
+    """Mean and std of the first episode's return in each of ``episodes`` envs, acting
+    deterministically. ``env`` must have ``num_envs == episodes``."""
+    obs = env.reset(seed=seed)
+    n = env.num_envs
+    returns = torch.zeros(n, dtype=torch.float64, device=env.device)
+    finished = torch.zeros(n, dtype=torch.bool, device=env.device)
+    limit = env.max_episode_steps or 100_000
+    for t in range(limit + 1):
+        result = env.step(agent.act(obs, deterministic=True))
+        returns += result.reward.double() * (~finished)
+        finished |= result.terminated | result.truncated
+        obs = result.obs
+        if t % 16 == 15 and bool(finished.all()):
+            break
+    r = returns.cpu()
+    return {"mean_return": float(r.mean()), "std_return": float(r.std(unbiased=False)) if n > 1 else 0.0,
+            "episodes": n}
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save_checkpoint(path: Path, agent: Any, cfg: RunConfig, iteration: int, env_steps: int) -> None:
+    """Write a checkpoint atomically (a crash leaves the previous one whole)."""
+    payload = {"agent": agent.state_dict(), "iteration": iteration, "env_steps": env_steps,
+               "config": cfg.to_dict(), "format": 1}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, lambda p: torch.save(payload, p))
+
+
+def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    p = Path(path)
+    if p.is_dir():
+        for candidate in (p / "checkpoints" / "final.pt", p / "checkpoints" / "latest.pt", p / "final.pt", p / "latest.pt"):
+            if candidate.is_file():
+                p = candidate
+                break
+        else:
+            raise UserError(f"{path}: no checkpoint found (looked for checkpoints/final.pt and latest.pt)")
+    if not p.is_file():
+        raise UserError(f"{path}: no such checkpoint")
+    try:
+        return torch.load(p, map_location=map_location, weights_only=False)
+    except Exception as err:
+        raise UserError(f"{p}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+
+
+def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
+    out = {"torch": torch.__version__}
+    for dist in md.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.startswith("noeira"):
+            out[name] = dist.version
+    for kind, name in (("envs", split_name(cfg.env.name)[0]), ("agents", cfg.agent.name), ("graph", graph),
+                       ("backends", cfg.backend)):
+        for info in registry.list_plugins(kind)[kind]:
+            if info.name == name:
+                out[info.distribution] = info.version
+    return dict(sorted(out.items()))
+
+
+def _git_commit() -> str | None:
+    for where in (Path(__file__).resolve().parent, Path.cwd()):
+        try:
+            out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
+                                 text=True, timeout=5, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if out.returncode == 0:
+            return out.stdout.strip()
+    return None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@attrs.define
+class Run:
+    """A run in progress, as the hooks see it."""
+
+    config: RunConfig
+    dir: Path
+    backend: Backend
+    env: BatchedEnv
+    agent: Any
+    graph: str
+    iteration: int = 0
+    env_steps: int = 0
+    started: str = attrs.field(factory=_now)
+    state: dict[str, Any] = attrs.field(factory=dict)
+    """Scratch space for hook implementations (one key each)."""
+
+
+def _new_run_dir(cfg: RunConfig) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / f"{split_name(cfg.env.name)[0]}-{cfg.agent.name}-{stamp}"
+    path, i = base, 1
+    while path.exists():
+        path, i = base.with_name(f"{base.name}-{i}"), i + 1
+    return path
+
+
+def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
+    """Train as ``cfg`` says, writing the run directory; returns the record."""
+    pm = get_plugin_manager()
+    pm.hook.noeira_configure(config=cfg)
+    backend = get_backend(cfg.backend)
+    backend.seed(cfg.run.seed)
+    graph_name = choose_graph(cfg.graph, backend)
+    graph = get_graph_backend(graph_name)
+    env = build_env(cfg, backend, seed=cfg.run.seed)
+    capture_env = cfg.graph.capture_env
+    if capture_env and not env.capture_safe:
+        raise ConfigError(f"graph.capture_env: env {cfg.env.name!r} declares its step not capture-safe; "
+                          "leave capture_env unset or false")
+    if capture_env is None:
+        capture_env = env.capture_safe
+        if not env.capture_safe and graph_name != "eager":
+            log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
+    cls = registry.load("agents", cfg.agent.name)
+    agent = cls(env.spec, backend, cfg.agent.config)
+
+    path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "checkpoints").mkdir(exist_ok=True)
+    _atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
+    run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
+    if cfg.run.resume:
+        ckpt = load_checkpoint(cfg.run.resume, map_location=backend.device)
+        agent.load_state_dict(ckpt["agent"])
+        run.iteration, run.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
+
+    collect = graph.wrap(agent.collect, backend) if capture_env else agent.collect
+    learn = graph.wrap(agent.learn, backend) if cfg.graph.capture_train else agent.learn
+    record: dict[str, Any] = {
+        "versions": _versions(cfg, graph_name), "commit": _git_commit(), "backend": backend.name,
+        "device": backend.device_name(), "graph": graph_name, "capture_env": bool(capture_env),
+        "capture_train": cfg.graph.capture_train, "run_dir": str(path), "start": run.started, "resumed_from": cfg.run.resume or None,
+    }
+    outcome = "failed"
+    pm.hook.noeira_run_started(run=run)
+    env.reset(seed=cfg.run.seed)
+    t0 = time.perf_counter()
+    steps0 = run.env_steps
+    window_t, window_steps = t0, run.env_steps
+    try:
+        while run.env_steps < cfg.run.total_steps:
+            collect(env)
+            metrics = learn()
+            run.iteration += 1
+            run.env_steps += agent.steps_per_collect
+            last = run.env_steps >= cfg.run.total_steps
+            if run.iteration % cfg.run.log_interval == 0 or last:
+                host = backend.to_host({**metrics, **env.pop_episode_stats()})
+                now = time.perf_counter()
+                count = host.pop("count")
+                ret_sum, len_sum = host.pop("return_sum"), host.pop("length_sum")
+                if count > 0:
+                    host["episode_return"] = ret_sum / count
+                    host["episode_length"] = len_sum / count
+                host["episodes"] = count
+                host["steps_per_second"] = (run.env_steps - window_steps) / max(now - window_t, 1e-9)
+                window_t, window_steps = now, run.env_steps
+                pm.hook.noeira_iteration(run=run, iteration=run.iteration, env_steps=run.env_steps, metrics=host)
+            if cfg.run.checkpoint_interval and run.iteration % cfg.run.checkpoint_interval == 0 and not last:
+                ckpt = path / "checkpoints" / "latest.pt"
+                save_checkpoint(ckpt, agent, cfg, run.iteration, run.env_steps)
+                pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
+        backend.synchronize()
+        train_time = time.perf_counter() - t0
+        final = path / "checkpoints" / "final.pt"
+        save_checkpoint(final, agent, cfg, run.iteration, run.env_steps)
+        pm.hook.noeira_checkpoint_saved(run=run, path=final)
+        record["train_seconds"] = train_time
+        record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)
+        if cfg.run.eval_episodes:
+            eval_env = build_env(cfg, backend, num_envs=cfg.run.eval_episodes, seed=cfg.run.seed + 1)
+            record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1)
+            eval_env.close()
+        outcome = "completed"
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+        ckpt = path / "checkpoints" / "latest.pt"
+        save_checkpoint(ckpt, agent, cfg, run.iteration, run.env_steps)
+        pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
+        raise
+    finally:
+        record.update({"end": _now(), "env_steps": run.env_steps, "iterations": run.iteration, "outcome": outcome})
+        _atomic_write(path / "record.json", lambda p: p.write_text(json.dumps(_finite(record), indent=2) + "\n"))
+        pm.hook.noeira_run_finished(run=run, outcome=outcome, record=record)
+        env.close()
+    return record
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:
+    """Evaluate a run's checkpoint as ``noeira eval`` does; same seed as the run's final eval."""
+    from noeira.core.config import load_toml
+
+    p = Path(run_dir)
+    if not (p / "config.toml").is_file():
+        raise UserError(f"{run_dir}: not a run directory (no config.toml)")
+    raw = load_toml(p / "config.toml")
+    if backend:
+        raw["backend"] = backend
+    raw.setdefault("run", {})["resume"] = ""
+    cfg = resolve(raw)
+    be = get_backend(cfg.backend)
+    be.seed(cfg.run.seed)
+    n = episodes or cfg.run.eval_episodes or 10
+    env = build_env(cfg, be, num_envs=n, seed=cfg.run.seed + 1)
+    agent = registry.load("agents", cfg.agent.name)(env.spec, be, cfg.agent.config)
+    agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
+    try:
+        return evaluate(agent, env, n, seed=cfg.run.seed + 1)
+    finally:
+        env.close()

@@ -1,0 +1,64 @@
+"""Every hook noeira calls, in one place (pluggy project ``noeira``).
+
+Implement them in a module or class decorated with ``noeira.core.hookimpl`` and register
+it under the entry-point group ``noeira``; ``NOEIRA_DISABLE_PLUGIN_AUTOLOAD=1`` turns that
+autoloading off. Core's own progress display, JSON-lines metrics log and TensorBoard
+logging are implementations of these hooks too (:mod:`noeira.core.loggers`).
+
+Order within a run: ``noeira_configure`` -> ``noeira_run_started`` ->
+(``noeira_iteration`` | ``noeira_checkpoint_saved``)* -> ``noeira_run_finished``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from noeira.core.config import RunConfig
+    from noeira.core.contracts import Backend
+    from noeira.core.driver import Run
+
+hookspec = pluggy.HookspecMarker("noeira")
+
+
+@hookspec
+def noeira_configure(config: RunConfig) -> None:
+    """The resolved config of a run, before anything is built. Raise
+    :class:`noeira.core.errors.ConfigError` to refuse it."""
+
+
+@hookspec
+def noeira_run_started(run: Run) -> None:
+    """The env and agent are built and the run directory exists (``run.dir``)."""
+
+
+@hookspec
+def noeira_iteration(run: Run, iteration: int, env_steps: int, metrics: dict[str, float]) -> None:
+    """Once per log interval: ``metrics`` are host floats read from the device in one
+    transfer (agent losses, ``episode_return``, ``episode_length``, ``steps_per_second``...)."""
+
+
+@hookspec
+def noeira_checkpoint_saved(run: Run, path: Path) -> None:
+    """A checkpoint was written (atomically) at ``path``."""
+
+
+@hookspec
+def noeira_run_finished(run: Run, outcome: str, record: dict[str, Any]) -> None:
+    """The run ended: ``outcome`` is ``completed``, ``interrupted`` or ``failed``;
+    ``record`` is what ``record.json`` holds (final evaluation included when completed)."""
+
+
+@hookspec
+def noeira_add_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add subcommands to the ``noeira`` CLI. Each parser sets ``func=callable(args) -> int``
+    with ``set_defaults``; raise :class:`noeira.core.errors.UserError` for bad input."""
+
+
+@hookspec(firstresult=True)
+def noeira_default_graph_backend(backend: Backend) -> str | None:
+    """The graph backend to use on ``backend`` when the config names none; ``None`` to pass."""

@@ -1,0 +1,53 @@
+"""The pluggy plugin manager: hook implementations from the ``noeira`` entry-point group."""
+
+from __future__ import annotations
+
+import os
+
+import pluggy
+
+from noeira.core import hookspecs
+from noeira.core.errors import PluginLoadError
+from noeira.core.registry import entry_points
+
+__all__ = ["AUTOLOAD_ENV", "get_plugin_manager", "hookimpl", "reset_plugin_manager"]
+
+hookimpl = pluggy.HookimplMarker("noeira")
+AUTOLOAD_ENV = "NOEIRA_DISABLE_PLUGIN_AUTOLOAD"
+
+_pm: pluggy.PluginManager | None = None
+
+
+def _make() -> pluggy.PluginManager:
+    from noeira.core import loggers
+
+    pm = pluggy.PluginManager("noeira")
+    pm.add_hookspecs(hookspecs)
+    pm.register(loggers, name="noeira.core.loggers")
+    if os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes"):
+        for ep in entry_points("noeira"):
+            if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as err:  # never a silent drop; name the distribution
+                dist = ep.dist.metadata["Name"] if ep.dist is not None else "?"
+                raise PluginLoadError(
+                    f"hook plugin {ep.name!r} from distribution {dist} failed to load: {type(err).__name__}: {err}"
+                ) from err
+            pm.register(plugin, name=ep.name)
+    return pm
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide manager, made on first use."""
+    global _pm
+    if _pm is None:
+        _pm = _make()
+    return _pm
+
+
+def reset_plugin_manager() -> None:
+    """Forget the manager (tests, or after installing a plugin in-process)."""
+    global _pm
+    _pm = None
