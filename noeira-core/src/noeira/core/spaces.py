@@ -14,7 +14,6 @@ sampling never leave it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
 
 import torch
 from torch import Tensor
@@ -158,4 +157,4 @@ class MultiDiscrete:
         return f"MultiDiscrete({self.nvec.tolist()})"
 
 
-Space = Union[Box, Discrete, MultiDiscrete]
+Space = Box | Discrete | MultiDiscrete

@@ -1,0 +1,78 @@
+"""Building blocks the agents share: MLPs with orthogonal init, and running normalizers.
+
+Everything here is capture-safe: buffers are allocated once and updated in place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["RunningMeanStd", "layer_init", "mlp", "space_dim"]
+
+
+def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    """Orthogonal weights, constant bias (the PPO implementation-details recipe)."""
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def mlp(
+    in_dim: int,
+    hidden: Sequence[int],
+    out_dim: int,
+    activation: type[nn.Module] = nn.Tanh,
+    out_gain: float = 1.0,
+    hidden_gain: float = math.sqrt(2),
+) -> nn.Sequential:
+    """``in_dim -> hidden... -> out_dim`` with ``activation`` between layers; orthogonal init
+    (``hidden_gain`` for hidden layers, ``out_gain`` for the last)."""
+    layers: list[nn.Module] = []
+    last = in_dim
+    for h in hidden:
+        layers += [layer_init(nn.Linear(last, h), hidden_gain), activation()]
+        last = h
+    layers.append(layer_init(nn.Linear(last, out_dim), out_gain))
+    return nn.Sequential(*layers)
+
+
+def space_dim(shape: Sequence[int]) -> int:
+    """Flat size of one element of a space (``()`` counts as 1)."""
+    return int(math.prod(shape)) if len(shape) else 1
+
+
+class RunningMeanStd(nn.Module):
+    """Mean and variance of a stream of batches ``[B, *shape]`` (Chan et al.'s parallel
+    update), held as buffers so they move with ``.to()`` and land in ``state_dict``.
+
+    ``normalize(x) = clamp((x - mean) / sqrt(var + eps), -clip, clip)``.
+    """
+
+    def __init__(self, shape: Sequence[int], device: torch.device | str = "cpu", eps: float = 1e-8,
+                 clip: float = 10.0) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(tuple(shape), dtype=torch.float64, device=device))
+        self.register_buffer("var", torch.ones(tuple(shape), dtype=torch.float64, device=device))
+        self.register_buffer("count", torch.full((), 1e-4, dtype=torch.float64, device=device))
+        self.eps, self.clip = eps, clip
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        x = x.double()
+        b_mean = x.mean(0)
+        b_var = x.var(0, unbiased=False)
+        b_count = x.shape[0]
+        delta = b_mean - self.mean
+        total = self.count + b_count
+        self.mean.add_(delta * b_count / total)
+        m2 = self.var * self.count + b_var * b_count + delta.square() * self.count * b_count / total
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def normalize(self, x: Tensor) -> Tensor:
+        std = torch.sqrt(self.var + self.eps).to(x.dtype)
+        return ((x - self.mean.to(x.dtype)) / std).clamp(-self.clip, self.clip)

@@ -1,0 +1,1 @@
+"""Hook implementations of noeira-cuda (default graph backend, CLI commands)."""

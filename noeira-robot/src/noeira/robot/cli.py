@@ -1,0 +1,1 @@
+"""The `noeira robot ...` CLI commands, hooked into `noeira` by this distribution."""
