@@ -252,7 +252,8 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {
         "versions": _versions(cfg, graph_name), "commit": _git_commit(), "backend": backend.name,
         "device": backend.device_name(), "graph": graph_name, "capture_env": bool(capture_env),
-        "capture_train": cfg.graph.capture_train, "run_dir": str(path), "start": run.started, "resumed_from": cfg.run.resume or None,
+        "capture_train": cfg.graph.capture_train, "run_dir": str(path), "start": run.started,
+        "resumed_from": cfg.run.resume or None,
     }
     outcome = "failed"
     pm.hook.noeira_run_started(run=run)
