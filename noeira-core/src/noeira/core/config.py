@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import re
 import textwrap
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -144,15 +145,25 @@ def _drop_none(d: Any) -> Any:
     return d
 
 
+def _format(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, ValueError) and str(exc):
+        return str(exc)  # our strict hooks and attrs validators already say what was wrong
+    return cattrs.v.format_exception(exc, type_)
+
+
 def _messages(exc: BaseException, path: str) -> list[str]:
     out = []
-    for msg in cattrs.transform_error(exc, path=path or "$"):
+    for msg in cattrs.transform_error(exc, path=path or "$", format_exception=_format):
         text, _, where = msg.rpartition(" @ ")
         where = where.removeprefix("$.").removeprefix("$")
         text = text.replace("invalid value for type, expected ", "expected a ")
         if text.startswith("extra fields found"):
-            for key in text.split(": ", 1)[-1].split(", "):
+            for key in text.partition("(")[2].rstrip(")").split(", "):
                 out.append(f"{where + '.' if where else ''}{key}: unknown key")
+            continue
+        m = re.match(r"^'(\w+)' (must .*)$", text)  # an attrs validator on field NAME
+        if m:
+            out.append(f"{where + '.' if where else ''}{m.group(1)}: {m.group(2)}")
             continue
         if text == "required field missing":
             text = "required key missing"

@@ -236,6 +236,8 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     cls = registry.load("agents", cfg.agent.name)
     agent = cls(env.spec, backend, cfg.agent.config)
+    if hasattr(agent, "set_total_steps"):  # optional: schedules (lr annealing, exploration) span the run
+        agent.set_total_steps(cfg.run.total_steps)
 
     path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
     path.mkdir(parents=True, exist_ok=True)

@@ -139,9 +139,24 @@ def check_agent(agent: Agent, env: BatchedEnv, *, iterations: int = 2) -> None:
     agent.collect(env)
     agent.learn()
     agent.load_state_dict(state)
+    _assert_same_state(state, agent.state_dict(), "state_dict")
     with torch.no_grad():
         after = agent.act(obs, deterministic=True)
     assert torch.equal(before, after), "load_state_dict(state_dict()) does not restore the policy"
+
+
+def _assert_same_state(want: Any, got: Any, path: str) -> None:
+    if isinstance(want, Tensor):
+        assert isinstance(got, Tensor) and torch.equal(want.cpu(), got.detach().cpu()), \
+            f"load_state_dict(state_dict()) does not restore {path}"
+    elif isinstance(want, Mapping):
+        assert isinstance(got, Mapping) and set(want) == set(got), f"{path}: keys differ after load_state_dict"
+        for k in want:
+            _assert_same_state(want[k], got[k], f"{path}[{k!r}]")
+    elif isinstance(want, (list, tuple)):
+        assert len(want) == len(got), f"{path}: length differs after load_state_dict"
+        for i, (w, g) in enumerate(zip(want, got, strict=True)):
+            _assert_same_state(w, g, f"{path}[{i}]")
 
 
 def check_backend(backend: str | Backend) -> None:

@@ -1,0 +1,1 @@
+"""Example noeira plugin: the `corridor` env and a CSV metrics hook."""

@@ -1,0 +1,78 @@
+"""Config: overrides, TOML, strict types, paths in errors, docs of fields."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from noeira.core.config import GraphConfig, RunSection, field_docs, parse_overrides, structure
+from noeira.core.driver import resolve
+from noeira.core.errors import ConfigError
+
+
+def test_overrides_parse_values_as_toml() -> None:
+    out = parse_overrides(["env=cartpole", "agent.lr=3e-4", "env.num_envs=4096", "run.progress=false",
+                           "agent.hidden=[64, 64]", "backend=cpu", "graph=eager"])
+    assert out == {"env": {"name": "cartpole", "num_envs": 4096}, "agent": {"lr": 3e-4, "hidden": [64, 64]},
+                   "run": {"progress": False}, "backend": "cpu", "graph": {"name": "eager"}}
+
+
+@pytest.mark.parametrize("bad", ["novalue", "=3", ""])
+def test_malformed_override(bad: str) -> None:
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_overrides([bad])
+
+
+def test_override_below_a_value_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="backend: is a value, not a table"):
+        parse_overrides(["backend=cpu", "backend.x=1"])
+
+
+def test_strict_types_with_paths() -> None:
+    with pytest.raises(ConfigError, match=r"run\.seed: expected an integer, got 'x'"):
+        structure({"seed": "x"}, RunSection, "run")
+    with pytest.raises(ConfigError, match=r"run\.progress: expected true or false, got 1"):
+        structure({"progress": 1}, RunSection, "run")
+    with pytest.raises(ConfigError, match=r"graph\.capture_envv: unknown key"):
+        structure({"capture_envv": True}, GraphConfig, "graph")
+    assert structure({"total_steps": 1e5}, RunSection, "run").total_steps == 100_000
+
+
+def test_resolve_errors(toy_dist) -> None:
+    with pytest.raises(ConfigError, match=r"^agnet: unknown key"):
+        resolve({"agnet": {}})
+    with pytest.raises(ConfigError, match=r"run\.total_steps: must be >= 1"):
+        resolve({"agent": {"name": "toy"}, "env": {"name": "corridor"}, "run": {"total_steps": 0}})
+    with pytest.raises(ConfigError, match=r"env\.num_envs: expected an integer >= 1, got 'many'"):
+        resolve({"agent": {"name": "toy"}, "env": {"name": "corridor", "num_envs": "many"}})
+    with pytest.raises(ConfigError, match=r"env\.lenght: unknown key"):
+        resolve({"agent": {"name": "toy"}, "env": {"name": "corridor", "lenght": 3}})
+
+
+def test_recipe_is_layered_below_user_values(toy_dist) -> None:
+    cfg = resolve({"backend": "cpu", "agent": {"name": "toy"}, "env": {"name": "corridor"}})
+    assert cfg.num_envs == 8 and cfg.run.total_steps == 2048  # from ToyAgent.recipe
+    cfg = resolve({"backend": "cpu", "agent": {"name": "toy", "lr": 0.5}, "env": {"name": "corridor", "num_envs": 3}})
+    assert cfg.num_envs == 3 and cfg.agent.config.lr == 0.5 and cfg.run.total_steps == 2048
+
+
+def test_config_round_trips_through_toml(toy_dist, tmp_path) -> None:
+    import tomllib
+
+    cfg = resolve({"backend": "cpu", "agent": {"name": "toy"}, "env": {"name": "corridor", "length": 5}})
+    again = resolve(tomllib.loads(cfg.to_toml()))
+    assert again == cfg
+
+
+def test_field_docs_read_the_string_below_each_field() -> None:
+    @attrs.frozen
+    class C:
+        a: int = 1
+        """The a."""
+        b: float = 2.0
+        c: str = "x"
+        """The c,
+        on two lines."""
+
+    assert field_docs(C) == {"a": "The a.", "c": "The c, on two lines."}
+    assert field_docs(RunSection)["total_steps"].startswith("Env steps to train for")

@@ -1,0 +1,54 @@
+"""House rules of the repository: namespace package, dependency rule, packaging."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DISTS = sorted(p for p in ROOT.glob("noeira-*") if (p / "pyproject.toml").is_file())
+
+
+def test_six_distributions() -> None:
+    assert [d.name for d in DISTS] == ["noeira-agents", "noeira-core", "noeira-cuda", "noeira-envs",
+                                       "noeira-physics", "noeira-robot"]
+
+
+@pytest.mark.parametrize("dist", DISTS, ids=lambda d: d.name)
+def test_namespace_package_and_src_layout(dist: Path) -> None:
+    assert not (dist / "src" / "noeira" / "__init__.py").exists(), "noeira must stay a PEP 420 namespace"
+    assert (dist / "src" / "noeira" / dist.name.removeprefix("noeira-")).is_dir()
+
+
+@pytest.mark.parametrize("dist", DISTS, ids=lambda d: d.name)
+def test_unpinned_dependencies_and_offline_backend(dist: Path) -> None:
+    meta = tomllib.loads((dist / "pyproject.toml").read_text())
+    assert meta["build-system"]["build-backend"] == "setuptools.build_meta"
+    assert meta["project"]["requires-python"] == ">=3.11"
+    for req in meta["project"]["dependencies"]:
+        assert "==" not in req, f"{dist.name} pins {req}"
+    if dist.name != "noeira-core":
+        assert "noeira-core" in meta["project"]["dependencies"]
+
+
+@pytest.mark.parametrize("dist", [d for d in DISTS if d.name != "noeira-core"], ids=lambda d: d.name)
+def test_dependency_rule(dist: Path) -> None:
+    me = dist.name.removeprefix("noeira-")
+    others = {d.name.removeprefix("noeira-") for d in DISTS} - {me, "core"}
+    pattern = re.compile(rf"^\s*(from|import)\s+noeira\.({'|'.join(others)})\b", re.M)
+    for py in (dist / "src").rglob("*.py"):
+        assert not pattern.search(py.read_text()), f"{py} imports a sibling distribution"
+
+
+def test_core_imports_no_other_distribution() -> None:
+    pattern = re.compile(r"^\s*(from|import)\s+noeira\.(envs|agents|physics|cuda|robot)\b", re.M)
+    for py in (ROOT / "noeira-core" / "src").rglob("*.py"):
+        assert not pattern.search(py.read_text()), py
+
+
+def test_robot_needs_only_core_and_pyserial() -> None:
+    deps = tomllib.loads((ROOT / "noeira-robot" / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(re.split(r"[<>=!~ ]", d)[0] for d in deps) == ["noeira-core", "pyserial"]
