@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from noeira.core import ConfigError, make_env
+from noeira.core import ConfigError, Discrete, make_env
 from noeira.core.testing import check_env
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
@@ -31,7 +31,10 @@ class Ref:
     gym_state: Callable[[np.ndarray], object] = lambda s: np.array(s, dtype=np.float64)
     """Our state row -> what gymnasium keeps in ``unwrapped.state``."""
     policy: Callable[[np.ndarray], np.ndarray] | None = None
-    """Actions from states ``[n, state_dim]`` that keep episodes going to the time limit."""
+    """Actions from states ``[n, state_dim]`` for half the envs of a rollout, so that both
+    termination and the time limit happen (the other half act at random)."""
+    tol64: float = 1e-12
+    """float64 tolerance on the CPU (gymnasium's own arithmetic is float32 in places)."""
 
 
 def _uniform(low: list[float], high: list[float]) -> Callable[[np.random.Generator, int], np.ndarray]:
@@ -55,6 +58,28 @@ REFS = {
         _uniform([-3 * np.pi, -8.0], [3 * np.pi, 8.0]),
         lambda rng, n: rng.uniform(-3.0, 3.0, size=(n, 1)),
     ),
+    "acrobot": Ref(
+        "acrobot", "Acrobot-v1", 500,
+        _uniform([-np.pi, -np.pi, -4 * np.pi, -9 * np.pi], [np.pi, np.pi, 4 * np.pi, 9 * np.pi]),
+        lambda rng, n: rng.integers(0, 3, size=n),
+        # pump energy: torque along the second joint's motion swings the tip up
+        policy=lambda s: np.where(s[:, 3] > 0, 2, 0),
+    ),
+    "mountaincar": Ref(
+        "mountaincar", "MountainCar-v0", 200,
+        _uniform([-1.2, -0.07], [0.6, 0.07]),
+        lambda rng, n: rng.integers(0, 3, size=n),
+        policy=lambda s: np.where(s[:, 1] > 0, 2, 0),
+    ),
+    "mountaincar-continuous": Ref(
+        "mountaincar-continuous", "MountainCarContinuous-v0", 999,
+        _uniform([-1.2, -0.07], [0.6, 0.07]),
+        lambda rng, n: rng.uniform(-2.0, 2.0, size=(n, 1)),
+        # gymnasium keeps this env's state in float32 (and computes 3 * position in float32)
+        gym_state=lambda s: np.array(s, dtype=np.float32),
+        policy=lambda s: np.where(s[:, 1:] > 0, 1.0, -1.0),
+        tol64=1e-6,
+    ),
 }
 
 
@@ -67,11 +92,12 @@ def _torch_action(a: np.ndarray, device: str) -> torch.Tensor:
     return t.long() if not np.issubdtype(a.dtype, np.floating) else t.double()
 
 
-def _tolerance(dtype: str, backend: str) -> dict[str, float]:
+def _tolerance(ref: Ref, dtype: str, backend: str) -> dict[str, float]:
     if dtype == "float32":
         return {"rtol": 1e-4, "atol": 1e-4}
     # float64 on the CPU: same arithmetic as numpy (sin/cos may differ in the last bit)
-    return {"rtol": 1e-12, "atol": 1e-12} if backend == "cpu" else {"rtol": 1e-9, "atol": 1e-9}
+    tol = ref.tol64 if backend == "cpu" else max(ref.tol64, 1e-9)
+    return {"rtol": tol, "atol": tol}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -87,7 +113,7 @@ def test_one_step_parity_from_random_states(name: str, backend: str) -> None:
     env.set_state(torch.as_tensor(states, device=backend))
     res = env.step(_torch_action(actions, backend))
     after = env.get_state().cpu().numpy()
-    tol = _tolerance("float64", backend)
+    tol = _tolerance(ref, "float64", backend)
 
     genv = gym.make(ref.gym_id).unwrapped
     genv.reset(seed=0)
@@ -123,7 +149,7 @@ def _rollout_parity(name: str, backend: str, dtype: str, n: int, steps: int, see
     genvs = [gym.make(ref.gym_id) for _ in range(n)]
     for i, g in enumerate(genvs):
         g.reset(seed=seed + i)
-    tol = _tolerance(dtype, backend)
+    tol = _tolerance(ref, dtype, backend)
     ended = {"terminated": 0, "truncated": 0}
     for t in range(steps):
         state = env.get_state().double().cpu().numpy()
@@ -131,7 +157,8 @@ def _rollout_parity(name: str, backend: str, dtype: str, n: int, steps: int, see
             actions = ref.policy(state)
             # half the envs balance (to reach the time limit), half act at random (to terminate)
             flip = (np.arange(n) % 2 == 1) | (rng.random(n) < 0.05)
-            actions = np.where(flip, ref.sample_action(rng, n), actions)
+            random = ref.sample_action(rng, n)
+            actions = np.where(flip.reshape(-1, *[1] * (random.ndim - 1)), random, actions)
         else:
             actions = ref.sample_action(rng, n)
         for i, g in enumerate(genvs):
@@ -257,9 +284,9 @@ def test_validate_actions(name: str) -> None:
     env.step(env.action_space.sample(4))
     with pytest.raises(ValueError, match="shape"):
         env.step(env.action_space.sample(3))
-    if name == "cartpole":
+    if isinstance(env.action_space, Discrete):
         with pytest.raises(ValueError, match="range"):
-            env.step(torch.full((4,), 2))
+            env.step(torch.full((4,), env.action_space.n))
         with pytest.raises(ValueError, match="dtype"):
             env.step(torch.zeros(4))
     else:
@@ -311,3 +338,32 @@ def test_cuda_step_has_no_host_sync_and_graph_captures(name: str) -> None:
         ref = eager.step(action)
         torch.testing.assert_close(env.obs, ref.obs)
         torch.testing.assert_close(env._result.reward, ref.reward)
+
+
+def test_acrobot_nips_dynamics() -> None:
+    rng = np.random.default_rng(5)
+    ref, n = REFS["acrobot"], 64
+    states, actions = ref.sample_state(rng, n), ref.sample_action(rng, n)
+    env = make_env("acrobot", num_envs=n, backend="cpu", dtype="float64", book_or_nips="nips", max_episode_steps=10**6)
+    env.set_state(torch.as_tensor(states))
+    res = env.step(torch.as_tensor(actions))
+    genv = gym.make("Acrobot-v1").unwrapped
+    genv.book_or_nips = "nips"
+    genv.reset(seed=0)
+    for i in range(n):
+        genv.state = states[i].copy()
+        o, r, term, *_ = genv.step(int(actions[i]))
+        assert bool(res.terminated[i]) == term
+        np.testing.assert_allclose(res.final_obs[i].numpy(), o, rtol=1e-6, atol=1e-6)
+        if not term:
+            np.testing.assert_allclose(env.get_state()[i].numpy(), genv.state, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ConfigError, match="book_or_nips"):
+        make_env("acrobot", num_envs=1, backend="cpu", book_or_nips="paper")
+
+
+@pytest.mark.parametrize("name", ["mountaincar", "mountaincar-continuous"])
+def test_mountaincar_goal_velocity(name: str) -> None:
+    env = make_env(name, num_envs=2, backend="cpu", dtype="float64", goal_velocity=0.01)
+    env.set_state(torch.tensor([[0.55, 0.005], [0.55, 0.03]], dtype=torch.float64))
+    action = torch.tensor([1, 1]) if name == "mountaincar" else torch.zeros(2, 1, dtype=torch.float64)
+    assert env.step(action).terminated.tolist() == [False, True]

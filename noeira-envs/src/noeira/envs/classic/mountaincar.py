@@ -1,0 +1,136 @@
+"""Mountain car, batched in torch: gymnasium's ``MountainCar-v0`` (discrete push) and
+``MountainCarContinuous-v0`` (continuous force) for ``N`` envs at once.
+
+``velocity += push - 0.0025 cos(3 position)``, clipped to ``[-0.07, 0.07]``;
+``position += velocity``, clipped to ``[-1.2, 0.6]``; hitting the left wall stops the car.
+Terminated at the goal (``position >= 0.5`` discrete / ``0.45`` continuous, and
+``velocity >= goal_velocity``). Reset: position uniform in ``(-0.6, -0.4)``, velocity 0.
+
+- ``mountaincar``: action ``0, 1, 2`` pushes ``-0.001, 0, +0.001``; reward ``-1`` per step;
+  truncated at 200 steps.
+- ``mountaincar-continuous``: action ``[N, 1]`` clipped to ``[-1, 1]``, force ``0.0015``
+  per unit; reward ``100`` at the goal minus ``0.1 action^2`` (of the unclipped action, as
+  gymnasium); truncated at 999 steps. gymnasium stores this env's state as float32 after
+  every step; so do we (in float64 mode the step is computed in float64 and the state is
+  rounded to float32, which is gymnasium's float64-action path).
+"""
+
+from __future__ import annotations
+
+import attrs
+import torch
+from torch import Tensor
+
+from noeira.core import Backend, Box, Discrete
+from noeira.envs.classic._base import ClassicConfig, ClassicEnv, parse_dtype
+
+__all__ = ["MountainCar", "MountainCarContinuous"]
+
+
+class _MountainCarBase(ClassicEnv):
+    """State ``[N, 2]``: position, velocity (gymnasium's ``unwrapped.state``)."""
+
+    state_dim = 2
+    min_position = -1.2
+    max_position = 0.6
+    max_speed = 0.07
+    goal_position: float
+    gravity = 0.0025
+
+    def __init__(self, config: ClassicConfig, *, num_envs: int, backend: Backend, seed: int | None,
+                 action_space_for: object) -> None:
+        dtype, dev = parse_dtype(config.dtype), backend.device
+        self.goal_velocity = config.goal_velocity  # type: ignore[attr-defined]
+        low = torch.tensor([self.min_position, -self.max_speed], dtype=torch.float32).to(dtype)
+        high = torch.tensor([self.max_position, self.max_speed], dtype=torch.float32).to(dtype)
+        super().__init__(
+            config,
+            num_envs=num_envs,
+            backend=backend,
+            seed=seed,
+            observation_space=Box(low, high, dtype=dtype, device=dev),
+            action_space=action_space_for(dtype, dev),  # type: ignore[operator]
+            max_episode_steps=config.max_episode_steps,  # type: ignore[attr-defined]
+        )
+
+    def _sample_initial_state(self) -> Tensor:
+        position = self._uniform(-0.6, -0.4, (self.num_envs,))
+        return torch.stack([position, torch.zeros_like(position)], dim=1)
+
+    def _move(self, velocity: Tensor, position: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Clip, integrate, stop at the left wall; returns (position, velocity, at goal)."""
+        velocity = torch.clamp(velocity, -self.max_speed, self.max_speed)
+        position = torch.clamp(position + velocity, self.min_position, self.max_position)
+        # clamp leaves exactly min_position at the wall, so <= is gymnasium's ==
+        velocity = torch.where((position <= self.min_position) & (velocity < 0), 0.0, velocity)
+        terminated = (position >= self.goal_position) & (velocity >= self.goal_velocity)
+        return position, velocity, terminated
+
+    def _observe(self, out: Tensor) -> None:
+        out.copy_(self.state)
+
+
+class MountainCar(_MountainCarBase):
+    """``num_envs`` mountain cars, discrete push. Observation ``[N, 2]`` (the state),
+    action ``[N]`` int in {0, 1, 2}."""
+
+    name = "mountaincar"
+    goal_position = 0.5
+    force = 0.001
+
+    @attrs.frozen
+    class Config(ClassicConfig):
+        goal_velocity: float = 0.0
+        """Minimum velocity at the goal for the episode to end (gymnasium's option)."""
+        max_episode_steps: int = 200
+        """Truncation step limit."""
+
+    def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
+        super().__init__(config, num_envs=num_envs, backend=backend, seed=seed,
+                         action_space_for=lambda dtype, dev: Discrete(3, device=dev))
+        self._reward = torch.full((num_envs,), -1.0, dtype=self.dtype, device=self.device)
+
+    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        position, velocity = self.state.unbind(1)
+        push = (action - 1).to(self.dtype) * self.force
+        velocity = velocity + (push + torch.cos(3 * position) * (-self.gravity))
+        position, velocity, terminated = self._move(velocity, position)
+        self.state.copy_(torch.stack([position, velocity], dim=1))
+        return self._reward, terminated
+
+
+class MountainCarContinuous(_MountainCarBase):
+    """``num_envs`` mountain cars, continuous force. Observation ``[N, 2]`` (the state),
+    action ``[N, 1]`` float in ``[-1, 1]`` (clipped)."""
+
+    name = "mountaincar-continuous"
+    goal_position = 0.45
+    power = 0.0015
+    min_action = -1.0
+    max_action = 1.0
+
+    @attrs.frozen
+    class Config(ClassicConfig):
+        goal_velocity: float = 0.0
+        """Minimum velocity at the goal for the episode to end (gymnasium's option)."""
+        max_episode_steps: int = 999
+        """Truncation step limit."""
+
+    def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
+        super().__init__(
+            config, num_envs=num_envs, backend=backend, seed=seed,
+            action_space_for=lambda dtype, dev: Box(self.min_action, self.max_action, shape=(1,), dtype=dtype, device=dev),
+        )
+
+    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        position, velocity = self.state.unbind(1)
+        a = self._float_action(action)
+        force = torch.clamp(a, self.min_action, self.max_action)
+        velocity = velocity + (force * self.power - 0.0025 * torch.cos(3 * position))
+        position, velocity, terminated = self._move(velocity, position)
+        new = torch.stack([position, velocity], dim=1)
+        if self.dtype != torch.float32:
+            new = new.float()  # gymnasium keeps this env's state in float32
+        self.state.copy_(new)
+        reward = terminated.to(self.dtype) * 100.0 - a**2 * 0.1
+        return reward, terminated
