@@ -52,3 +52,15 @@ def install_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ca
 def toy_dist(install_dist: Callable[..., Path]) -> Path:
     """Registers agent ``toy`` (tests/toy_plugins.py)."""
     return install_dist("toy-plugins", {"noeira.agents": {"toy": "toy_plugins:ToyAgent"}})
+
+
+@pytest.fixture
+def backend_name() -> str:
+    """The backend under test: ``$NOEIRA_TEST_BACKEND`` (set by ``nox -s tests``), else cpu."""
+    name = os.environ.get("NOEIRA_TEST_BACKEND", "cpu")
+    if name == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("NOEIRA_TEST_BACKEND=cuda but no CUDA device")
+    return name
