@@ -1,0 +1,172 @@
+"""The base of the MuJoCo envs: gymnasium's ``MujocoEnv`` for ``N`` worlds on a physics engine.
+
+The engine is asked for by name (``physics=mujoco`` on CPU threads, ``mujoco-warp`` on
+the GPU), so this package never imports ``noeira.physics``. The model is gymnasium's own
+MJCF file, read from the installed gymnasium package. As gymnasium's envs do, an action
+is written to ``ctrl`` unclipped (MuJoCo clamps it to ``ctrlrange``; the control cost
+sees the raw action), the step runs ``frame_skip`` substeps (``dt = timestep *
+frame_skip``), and quantities read after it (body positions, contact forces) are those
+``mj_step`` leaves, computed before the last substep. Reset: ``mj_resetData``, then
+``qpos0`` and zero velocities plus noise, then ``mj_forward``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from typing import Any
+
+import attrs
+import torch
+from torch import Tensor
+
+from noeira.core import Backend, Box, TensorEnv, make_physics
+from noeira.core.errors import ConfigError, UserError
+
+__all__ = ["MujocoConfig", "MujocoEnv", "asset_path"]
+
+
+def asset_path(xml_file: str) -> str:
+    """A model path: absolute / ``~`` / ``./`` paths as given, else a file of gymnasium's
+    ``envs/mujoco/assets`` (read from the installed gymnasium, not copied here)."""
+    if xml_file.startswith(("/", ".", "~")):
+        return os.path.expanduser(xml_file)
+    spec = importlib.util.find_spec("gymnasium")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            "the MuJoCo envs load gymnasium's model files: pip install 'noeira-envs[mujoco]'"
+        )
+    path = os.path.join(list(spec.submodule_search_locations)[0], "envs", "mujoco", "assets", xml_file)
+    if not os.path.exists(path):
+        raise ConfigError(f"env.xml_file: gymnasium has no model {xml_file!r} ({path})")
+    return path
+
+
+@attrs.frozen
+class MujocoConfig:
+    """Keys every MuJoCo env has."""
+
+    physics: str = "mujoco"
+    """Physics engine (registry name): mujoco (CPU threads) | mujoco-warp (GPU)."""
+    physics_options: dict[str, Any] = attrs.field(factory=dict)
+    """Config keys of the physics engine (e.g. {nthread = 8} for mujoco)."""
+    dtype: str = "float32"
+    """Observation and reward dtype: float32 | float64 (the physics keeps its own)."""
+    max_episode_steps: int = 1000
+    """Truncation step limit."""
+
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+class MujocoEnv(TensorEnv):
+    """``num_envs`` worlds of one MJCF model. Subclasses set ``obs_dim`` (from the model),
+    and write ``_observation()``, ``_advance(action)`` and ``_reset_state()``.
+
+    ``physics`` is the engine; its tensors (``qpos [N, nq]``, ``qvel [N, nv]`` and the
+    derived fields named in ``fields``) live on ``physics.device`` in ``physics.dtype``,
+    where every computation here runs; results are copied into the env's buffers.
+    """
+
+    fields: tuple[str, ...] = ()
+    """Derived ``MjData`` fields the env reads (they then get computed at reset)."""
+    rne_post_constraint: bool = False
+    """The env reads ``cfrc_ext``: run ``mj_rnePostConstraint`` after each step."""
+
+    def __init__(self, config: Any, *, num_envs: int, backend: Backend, seed: int | None) -> None:
+        if config.dtype not in _DTYPES:
+            raise ConfigError(f"env.dtype: expected float32 or float64, got {config.dtype!r}")
+        if config.max_episode_steps < 1:
+            raise ConfigError(f"env.max_episode_steps: must be >= 1, got {config.max_episode_steps}")
+        if getattr(config, "frame_skip", 1) < 1:
+            raise ConfigError(f"env.frame_skip: must be >= 1, got {config.frame_skip}")
+        self.config = config
+        options = dict(config.physics_options)
+        if self.rne_post_constraint:
+            options["rne_post_constraint"] = True
+        self.physics = make_physics(config.physics, asset_path(config.xml_file), num_worlds=num_envs,
+                                    backend=backend, **options)
+        p = self.physics
+        self.model = p.mj_model
+        self.frame_skip = config.frame_skip
+        self.dt = float(self.model.opt.timestep) * self.frame_skip
+        self._f = {name: p.field(name) for name in self.fields}
+        self.init_qpos = torch.as_tensor(self.model.qpos0, device=p.device).to(p.dtype)
+        self.init_qvel = torch.zeros(self.model.nv, dtype=p.dtype, device=p.device)
+        dtype, dev = _DTYPES[config.dtype], backend.device
+        ctrlrange = torch.as_tensor(self.model.actuator_ctrlrange).to(torch.float32)  # gymnasium's bounds
+        super().__init__(
+            num_envs,
+            backend,
+            observation_space=Box(-math.inf, math.inf, shape=(self.obs_dim,), dtype=dtype, device=dev),
+            action_space=Box(ctrlrange[:, 0], ctrlrange[:, 1], dtype=dtype, device=dev),
+            max_episode_steps=config.max_episode_steps,
+            seed=seed,
+            capture_safe=bool(getattr(p, "capture_safe", False)),
+            dtype=dtype,
+        )
+
+    # -- what subclasses write -------------------------------------------------------------
+    @property
+    def obs_dim(self) -> int:
+        raise NotImplementedError
+
+    def _observation(self) -> Tensor:
+        """``[N, obs_dim]`` on the physics device."""
+        raise NotImplementedError
+
+    def _reset_state(self) -> tuple[Tensor, Tensor]:
+        """Fresh ``qpos [N, nq]``, ``qvel [N, nv]`` for every world (only the resetting
+        ones are used)."""
+        raise NotImplementedError
+
+    # -- helpers -----------------------------------------------------------------------
+    def _uniform(self, low: float, high: float, n: int) -> Tensor:
+        """``[N, n]`` uniform in ``[low, high)`` from the env's generator."""
+        u = torch.rand((self.num_envs, n), generator=self.generator, device=self.device, dtype=torch.float64)
+        return (low + (high - low) * u).to(self.physics.device, self.physics.dtype)
+
+    def _normal(self, scale: float, n: int) -> Tensor:
+        """``[N, n]`` normal with std ``scale`` from the env's generator."""
+        z = torch.randn((self.num_envs, n), generator=self.generator, device=self.device, dtype=torch.float64)
+        return (scale * z).to(self.physics.device, self.physics.dtype)
+
+    def _simulate(self, action: Tensor) -> Tensor:
+        """Write ``action`` to ``ctrl`` and run ``frame_skip`` substeps; returns the action
+        on the physics device and dtype, for the control cost."""
+        p = self.physics
+        a = action.to(p.device, p.dtype)
+        p.ctrl.copy_(a)
+        p.step(self.frame_skip)
+        return a
+
+    # -- TensorEnv ---------------------------------------------------------------------
+    def _reset_envs(self, mask: Tensor) -> None:
+        p = self.physics
+        m = mask.to(p.device)
+        qpos, qvel = self._reset_state()
+        p.reset(m)
+        p.qpos.copy_(torch.where(m[:, None], qpos, p.qpos))
+        p.qvel.copy_(torch.where(m[:, None], qvel, p.qvel))
+        if self.fields:  # nothing derived is read otherwise: the next step computes it all
+            p.forward(m)
+
+    def _observe(self, out: Tensor) -> None:
+        out.copy_(self._observation())
+
+    def get_state(self) -> Tensor:
+        """``[N, nq + nv]``: ``concat(qpos, qvel)`` per env, as gymnasium's ``state_vector()``."""
+        return torch.cat([self.physics.qpos, self.physics.qvel], dim=1).to(self.device)
+
+    def _set_state(self, state: Tensor) -> None:
+        p, nq = self.physics, self.model.nq
+        state = state.to(p.device, p.dtype)
+        p.qpos.copy_(state[:, :nq])
+        p.qvel.copy_(state[:, nq:])
+        p.forward()  # as gymnasium's set_state: mj_forward
+
+    def close(self) -> None:
+        close = getattr(self.physics, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,166 @@
+"""``mujoco-warp``: N worlds of an MJCF model on MuJoCo Warp (GPU, or Warp's CPU device).
+
+State is exposed as float32 torch tensors that *are* MuJoCo Warp's arrays
+(``wp.to_torch``, no copy): ``qpos [N, nq]``, ``qvel [N, nv]``, ``ctrl [N, nu]``,
+``act [N, na]``, ``time [N]``; derived fields from :meth:`MujocoWarpEngine.field`.
+Kernels are launched on torch's current stream, so a step can be recorded in a CUDA
+graph together with the torch code around it (``capture_safe`` on CUDA).
+
+Same semantics as the ``mujoco`` engine: after ``step`` the derived fields describe the
+state before the last substep; ``forward(mask)`` recomputes them for the masked worlds
+only (Warp's forward runs every world; the fields of the others are put back);
+``reset(mask)`` returns the masked worlds to the model's initial state, their derived
+fields zero.
+
+MuJoCo Warp lacks some of MuJoCo's options. The PGS solver (gymnasium's humanoid.xml
+uses it) is replaced by Newton, MuJoCo's default, with one warning; other unsupported
+features are refused with MuJoCo Warp's reason.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import AbstractContextManager
+
+import attrs
+import mujoco
+import torch
+from torch import Tensor
+
+from noeira.core.contracts import Backend
+from noeira.core.errors import ConfigError, PluginLoadError, UserError
+from noeira.physics.mjcf import load_model
+
+try:
+    import mujoco_warp as mjw
+    import warp as wp
+except ImportError as _e:  # the registry shows this message with the plugin's name
+    raise PluginLoadError(
+        f"MuJoCo Warp is not installed ({_e}); install it with: pip install 'noeira-physics[warp]'"
+    ) from _e
+
+__all__ = ["MujocoWarpEngine"]
+
+
+class MujocoWarpEngine:
+    """MuJoCo Warp for ``num_worlds`` worlds on the backend's device; tensors are float32."""
+
+    @attrs.frozen
+    class Config:
+        nconmax: int = 0
+        """Contacts allocated per world (0: MuJoCo Warp's default for the model)."""
+        njmax: int = 0
+        """Constraint rows allocated per world (0: MuJoCo Warp's default for the model)."""
+        rne_post_constraint: bool = False
+        """Run rne_postconstraint after every step, as gymnasium's MuJoCo envs do, so
+        that cacc, cfrc_int and cfrc_ext are current."""
+
+    def __init__(self, config: Config, *, model: str | mujoco.MjModel, num_worlds: int, backend: Backend) -> None:
+        for key in ("nconmax", "njmax"):
+            if getattr(config, key) < 0:
+                raise ConfigError(f"physics.{key}: must be >= 0, got {getattr(config, key)}")
+        self.config = config
+        self.num_worlds = num_worlds
+        self.device = torch.device(backend.device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if self.device.type not in ("cuda", "cpu"):
+            raise UserError(f"physics 'mujoco-warp' runs on cuda or cpu, not {self.device}")
+        self.dtype = torch.float32
+        self.capture_safe = self.device.type == "cuda"
+        """On CUDA the step launches kernels only, on torch's stream: recordable as a graph."""
+        self._wp_device = wp.get_device(str(self.device))
+        m = load_model(model)
+        if m.opt.solver == mujoco.mjtSolver.mjSOL_PGS:
+            warnings.warn(
+                "physics 'mujoco-warp': the model uses the PGS solver, which MuJoCo Warp does not "
+                "support; using the Newton solver instead (same iterations and tolerance)",
+                stacklevel=2,
+            )
+            m.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+        self.mj_model = m
+        """The host ``MjModel`` (names, ids, sizes, ctrlrange, masses ...), as simulated."""
+        kw = {k: v for k, v in (("nconmax", config.nconmax), ("njmax", config.njmax)) if v}
+        with wp.ScopedDevice(self._wp_device):
+            try:
+                self._m = mjw.put_model(m)
+            except (NotImplementedError, ValueError) as e:
+                raise UserError(f"physics 'mujoco-warp': MuJoCo Warp cannot simulate this model: {e}") from e
+            self._d = mjw.put_data(m, mujoco.MjData(m), nworld=num_worlds, **kw)
+        self._fields: dict[str, Tensor] = {}
+        self._saved: dict[str, Tensor] = {}
+        self.qpos: Tensor = wp.to_torch(self._d.qpos)
+        """``[N, nq]`` joint positions."""
+        self.qvel: Tensor = wp.to_torch(self._d.qvel)
+        """``[N, nv]`` joint velocities."""
+        self.ctrl: Tensor = wp.to_torch(self._d.ctrl)
+        """``[N, nu]`` controls, applied by the next step."""
+        self.act: Tensor = wp.to_torch(self._d.act)
+        """``[N, na]`` actuator activations."""
+        self.time: Tensor = wp.to_torch(self._d.time)
+        """``[N]`` simulation time."""
+        self.sensordata: Tensor = self.field("sensordata")
+        """``[N, nsensordata]`` sensor readings."""
+
+    def _stream(self) -> AbstractContextManager[object]:
+        if self.device.type == "cuda":
+            return wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(self.device)))
+        return wp.ScopedDevice(self._wp_device)
+
+    def field(self, name: str) -> Tensor:
+        """A derived field of MuJoCo Warp's ``Data`` for every world, ``[N, *shape]``
+        (``xpos [N, nbody, 3]``, ``cfrc_ext [N, nbody, 6]`` ...), refreshed in place by
+        every ``step``/``forward``/``reset``; treat it as read-only."""
+        if name in ("qpos", "qvel", "ctrl", "act", "time"):
+            return getattr(self, name)
+        if name not in self._fields:
+            arr = getattr(self._d, name, None)
+            if not isinstance(arr, wp.array):
+                raise UserError(f"physics 'mujoco-warp': Data has no array field {name!r}")
+            t = wp.to_torch(arr)
+            if t.shape[0] != self.num_worlds:
+                raise UserError(f"physics 'mujoco-warp': field {name!r} is not per world {tuple(t.shape)}")
+            self._fields[name] = t
+        return self._fields[name]
+
+    def step(self, nstep: int = 1) -> None:
+        """``nstep`` substeps in every world (then rne_postconstraint with that option)."""
+        with self._stream():
+            for _ in range(nstep):
+                mjw.step(self._m, self._d)
+            if self.config.rne_post_constraint:
+                mjw.rne_postconstraint(self._m, self._d)
+
+    def forward(self, mask: Tensor | None = None) -> None:
+        """Forward dynamics in the worlds where ``mask [N]`` is True (all when None)."""
+        if mask is not None:
+            for name, t in self._fields.items():
+                saved = self._saved.get(name)
+                if saved is None:
+                    saved = self._saved[name] = torch.empty_like(t)
+                saved.copy_(t)
+        with self._stream():
+            mjw.forward(self._m, self._d)
+        if mask is not None:
+            for name, t in self._fields.items():
+                keep = ~mask.view(-1, *([1] * (t.dim() - 1)))
+                t.copy_(torch.where(keep, self._saved[name], t))
+
+    def reset(self, mask: Tensor | None = None) -> None:
+        """The worlds where ``mask [N]`` is True (all when None) back to the initial state."""
+        with self._stream():
+            if mask is None:
+                mjw.reset_data(self._m, self._d)
+            else:
+                mjw.reset_data(self._m, self._d, reset=wp.from_torch(mask.contiguous(), dtype=wp.bool))
+        for t in self._fields.values():
+            if mask is None:
+                t.zero_()
+            else:
+                t.masked_fill_(mask.view(-1, *([1] * (t.dim() - 1))), 0)
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"MujocoWarpEngine(num_worlds={self.num_worlds}, device={self.device})"

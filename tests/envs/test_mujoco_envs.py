@@ -1,0 +1,109 @@
+"""The MuJoCo envs against gymnasium's v5 envs, step by step, on the ``mujoco`` engine in
+float64: same state (set_state), same actions -> same observation, reward, terminated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from noeira.core import make_env
+from noeira.core.testing import check_env
+
+gym = pytest.importorskip("gymnasium")
+pytest.importorskip("mujoco")
+
+# (our name, gymnasium id, steps compared per episode, action scale)
+ENVS = [
+    ("halfcheetah", "HalfCheetah-v5", 150, 1.0),
+    ("hopper", "Hopper-v5", 150, 1.0),
+    ("walker2d", "Walker2d-v5", 150, 1.0),
+    ("ant", "Ant-v5", 150, 1.0),
+    ("humanoid", "Humanoid-v5", 80, 1.0),
+    ("swimmer", "Swimmer-v5", 150, 1.0),
+    ("inverted-pendulum", "InvertedPendulum-v5", 150, 0.3),
+    ("inverted-double-pendulum", "InvertedDoublePendulum-v5", 150, 0.3),
+    ("reacher", "Reacher-v5", 50, 1.0),
+]
+N = 3  # envs in our batch, each against its own gymnasium env
+
+
+@pytest.mark.parametrize(("name", "gym_id", "steps", "scale"), ENVS, ids=[e[0] for e in ENVS])
+def test_matches_gymnasium_v5(name: str, gym_id: str, steps: int, scale: float) -> None:
+    ours = make_env(name, num_envs=N, backend="cpu", seed=0, dtype="float64")
+    refs = [gym.make(gym_id).unwrapped for _ in range(N)]
+    assert ours.observation_space.shape == refs[0].observation_space.shape
+    assert np.allclose(ours.action_space.low.numpy(), refs[0].action_space.low)
+    assert np.allclose(ours.action_space.high.numpy(), refs[0].action_space.high)
+    assert ours.dt == pytest.approx(refs[0].dt)
+    rng = np.random.default_rng(1)
+    low, high = refs[0].action_space.low.astype(np.float64), refs[0].action_space.high.astype(np.float64)
+    compared = terminations = episode = 0
+    while compared < steps * N:
+        # a fresh episode on both sides: gymnasium's reset states (its own noise), copied to ours
+        for i, e in enumerate(refs):
+            e.reset(seed=100 * episode + i)
+        ours.reset(seed=episode)
+        ours.set_state(torch.tensor(np.stack([e.state_vector() for e in refs])))
+        for i, e in enumerate(refs):
+            np.testing.assert_allclose(ours.obs[i].numpy(), e._get_obs(), rtol=1e-9, atol=1e-9,
+                                       err_msg=f"{name} env {i} after set_state")
+        episode += 1
+        for t in range(steps):
+            # actions beyond the range too: MuJoCo clamps ctrl, the control cost sees them raw
+            action = rng.uniform(low * 1.2 * scale, high * 1.2 * scale, size=(N, len(low)))
+            res = ours.step(torch.tensor(action))
+            ended = False
+            for i, e in enumerate(refs):
+                obs, reward, terminated, _, _ = e.step(action[i])
+                where = f"{name} env {i} episode {episode} step {t}"
+                np.testing.assert_allclose(res.final_obs[i].numpy(), obs, rtol=1e-10, atol=1e-10, err_msg=where)
+                assert float(res.reward[i]) == pytest.approx(float(reward), rel=1e-10, abs=1e-10), where
+                assert bool(res.terminated[i]) == bool(terminated), where
+                ended |= bool(terminated)
+            compared += N
+            if ended:  # our env autoreset; start both sides afresh
+                terminations += 1
+                break
+    for e in refs:
+        e.close()
+    ours.close()
+
+
+@pytest.mark.parametrize("name", [e[0] for e in ENVS])
+def test_conformance(name: str) -> None:
+    check_env(name, num_envs=3, backend="cpu", max_episode_steps=20, steps=45)
+
+
+def test_reset_distribution_and_time_limit() -> None:
+    env = make_env("hopper", num_envs=64, backend="cpu", seed=0, dtype="float64")
+    env.reset(seed=3)
+    state = env.get_state()
+    qpos0 = torch.tensor(env.model.qpos0)
+    noise = state[:, : env.model.nq] - qpos0
+    assert noise.abs().max() <= 5e-3 and noise.std() > 1e-3  # U(-0.005, 0.005)
+    assert env.max_episode_steps == 1000
+    assert make_env("reacher", num_envs=1, backend="cpu").max_episode_steps == 50
+
+
+def test_reacher_target_in_disc() -> None:
+    env = make_env("reacher", num_envs=256, backend="cpu", seed=0, dtype="float64")
+    env.reset(seed=0)
+    goal = env.get_state()[:, 2:4]
+    r = goal.norm(dim=1)
+    assert (r < 0.2).all() and r.max() > 0.15
+    assert (env.get_state()[:, -2:] == 0).all()  # target velocity zero
+
+
+def test_autoreset_after_termination() -> None:
+    env = make_env("inverted-pendulum", num_envs=4, backend="cpu", seed=0, dtype="float64")
+    env.reset(seed=0)
+    hit = False
+    for _ in range(60):
+        res = env.step(torch.full((4, 1), 3.0, dtype=torch.float64))
+        if res.terminated.any():
+            hit = True
+            i = int(res.terminated.nonzero()[0])
+            assert res.final_obs[i, 1].abs() > 0.2 and res.obs[i, 1].abs() <= 0.01 + 1e-12
+            break
+    assert hit, "a pendulum pushed hard must fall"
