@@ -268,9 +268,10 @@ class FeetechBus:
         self.stats["rejected"] = self._reader.rejected
         return got, problem
 
-    def sync_read_bytes(self, addr: int, size: int, ids: Sequence[int]) -> dict[int, bytes]:
+    def sync_read_bytes(self, addr: int, size: int, ids: Sequence[int], *, check: bool = True) -> dict[int, bytes]:
         """SYNC_READ: ``size`` bytes from ``addr`` of every servo in ``ids``. Servos whose
-        reply is missing or corrupt are asked again (a new SYNC_READ of just those)."""
+        reply is missing or corrupt are asked again (a new SYNC_READ of just those). Error
+        bits raise :class:`MotorError` unless ``check`` is False."""
         ids = list(dict.fromkeys(ids))
         out: dict[int, Packet] = {}
         with self._lock:
@@ -288,14 +289,15 @@ class FeetechBus:
                         f"{self.timeout * 1000:.0f} ms on {self.port_name} ({attempt + 1} attempts)"
                     )
                 self.stats["retries"] += 1
-        for i in ids:
+        for i in ids if check else ():
             self._check(out[i])
         return {i: out[i].params for i in ids}
 
-    def sync_read(self, register: str | Register, ids: Sequence[int]) -> dict[int, int]:
+    def sync_read(self, register: str | Register, ids: Sequence[int], *, check: bool = True) -> dict[int, int]:
         """SYNC_READ of one register from every servo in ``ids``: ``{id: value}``."""
         r = reg(register)
-        return {i: decode_value(d, r.sign_bit) for i, d in self.sync_read_bytes(r.addr, r.size, ids).items()}
+        data = self.sync_read_bytes(r.addr, r.size, ids, check=check)
+        return {i: decode_value(d, r.sign_bit) for i, d in data.items()}
 
     def sync_write(self, register: str | Register, values: Mapping[int, int]) -> None:
         """One SYNC_WRITE packet setting ``register`` on each servo: ``{id: value}``."""

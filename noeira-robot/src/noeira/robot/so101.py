@@ -212,10 +212,11 @@ class _SO101Arm:
         """Working registers for position control; the leader writes none."""
 
     def _verify_torque_off(self, bus: FeetechBus) -> None:
-        on = [i for i, v in bus.sync_read("Torque_Enable", self.ids).items() if v]
+        # error bits (a servo's low voltage, say) must not stop us from checking torque is off
+        on = [i for i, v in bus.sync_read("Torque_Enable", self.ids, check=False).items() if v]
         if on:
             bus.release_torque(on)
-            on = [i for i, v in bus.sync_read("Torque_Enable", on).items() if v]
+            on = [i for i, v in bus.sync_read("Torque_Enable", on, check=False).items() if v]
             if on:
                 raise RobotError(f"torque is still on for servo(s) {on} after releasing it")
 
