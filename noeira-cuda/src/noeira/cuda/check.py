@@ -1,0 +1,424 @@
+"""``noeira check-capture``: what in collect / learn would break or corrupt a CUDA-graph recording.
+
+The step runs eagerly (after ``--warmup`` unchecked calls for lazy initialisation), twice,
+under two torch modes that see every tensor operation:
+
+* a ``TorchFunctionMode`` catches Tensor methods that leave the device: ``.item()``,
+  ``.tolist()``, ``.numpy()``, ``.cpu()`` of a device tensor, ``bool()`` / ``int()`` /
+  ``float()`` / ``index()`` of a tensor (a Python branch on a tensor value);
+* a ``TorchDispatchMode`` sees each aten op: host syncs (``_local_scalar_dense``,
+  ``nonzero``, ``masked_select``, boolean-mask indexing, device-to-host copies, and on CUDA
+  whatever ``torch.cuda.set_sync_debug_mode("warn")`` flags), CPU tensors and host-to-device
+  copies inside a CUDA step (work a recording does not replay, or values it freezes), new
+  storages (allocations), and each op's signature: tensor shapes and the Python values
+  passed (an int index, a float step size).
+
+Then it compares the two checked calls op by op: a shape that changes is an allocation whose
+size changes (a recording keeps the first), a Python value that changes is frozen by a
+recording (keep it in a device tensor), a different op sequence is a Python branch on data.
+Allocations made inside a call that are still alive after it (other than its outputs and
+parameter gradients) are buffers allocated per call instead of once.
+
+Each finding names the file and line of the innermost frame outside torch and noeira.cuda:
+the agent's, env's or plugin's code. On the CPU, ``torch.optim`` reads step counts on the
+host (``capturable=True`` is CUDA-only); those findings are left out with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import linecache
+import os
+import sys
+import sysconfig
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+from torch import Tensor
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+__all__ = ["Finding", "Report", "check_steps", "cmd_check_capture"]
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
+_OPTIM_DIR = _TORCH_DIR + "optim" + os.sep
+_OWN_DIR = str(Path(__file__).resolve().parent) + os.sep
+_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
+_SKIP_CACHE: dict[str, bool] = {}
+
+# Tensor methods that bring a value to the host (name -> how it reads in a finding)
+_HOST_METHODS = {
+    "item": "Tensor.item()", "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
+    "__bool__": "bool(tensor) (a Python branch on a tensor value)", "__int__": "int(tensor)",
+    "__float__": "float(tensor)", "__index__": "a tensor used as a Python index", "__len__": None,
+}
+_SYNC_OPS = {
+    "_local_scalar_dense": "aten._local_scalar_dense (a tensor value read on the host)",
+    "nonzero": "aten.nonzero (output size depends on the data)",
+    "masked_select": "aten.masked_select (output size depends on the data)",
+    "unique": "torch.unique (output size depends on the data)", "_unique2": "torch.unique (output size depends on the data)",
+    "unique_consecutive": "torch.unique_consecutive (output size depends on the data)",
+    "unique_dim": "torch.unique (output size depends on the data)",
+    "repeat_interleave": "repeat_interleave without output_size",
+    "_assert_async": None,
+}
+_INDEX_OPS = {"index", "index_put", "index_put_", "_index_put_impl_"}
+_COPY_OPS = {"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize", "to"}
+_MAX_FINDINGS_PER_DIFF = 10
+
+
+def _skip(filename: str) -> bool:
+    hit = _SKIP_CACHE.get(filename)
+    if hit is None:
+        path = filename
+        with contextlib.suppress(OSError, ValueError):
+            path = str(Path(filename).resolve())
+        hit = (path.startswith((_TORCH_DIR, _OWN_DIR)) or filename.startswith("<frozen")
+               or (path.startswith(_STDLIB) and "-packages" not in path))
+        _SKIP_CACHE[filename] = hit
+    return hit
+
+
+Site = tuple[str, int, str]
+
+
+def _site() -> tuple[Site | None, bool]:
+    """(file, line, function) of the innermost frame outside torch / noeira.cuda / stdlib, and
+    whether torch.optim lies between it and here."""
+    f = sys._getframe(2)
+    via_optim = False
+    while f is not None:
+        name = f.f_code.co_filename
+        if not _skip(name):
+            return (name, f.f_lineno, f.f_code.co_name), via_optim
+        if name.startswith(_OPTIM_DIR):
+            via_optim = True
+        f = f.f_back
+    return None, via_optim
+
+
+@attrs.define
+class Finding:
+    """One operation that would break or corrupt a recording, where the user's code made it."""
+
+    phase: str
+    kind: str
+    what: str
+    file: str
+    line: int
+    function: str
+    count: int = 1
+
+    @property
+    def code(self) -> str:
+        return linecache.getline(self.file, self.line).strip()
+
+    def __str__(self) -> str:
+        times = f" (x{self.count})" if self.count > 1 else ""
+        code = f"\n      {self.code}" if self.code else ""
+        return f"  {_short(self.file)}:{self.line} in {self.function}: {self.phase}: {self.kind}: {self.what}{times}{code}"
+
+
+def _short(path: str) -> str:
+    with contextlib.suppress(ValueError):
+        rel = os.path.relpath(path)
+        if not rel.startswith(".." + os.sep):
+            return rel
+    return path
+
+
+def _sig(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        return ("tensor", tuple(x.shape), x.dtype, x.device.type)
+    if isinstance(x, torch.Generator):
+        return ("generator", x.device.type)
+    if isinstance(x, (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return x
+    return type(x).__name__
+
+
+class Detector:
+    """Collects findings while its modes are active (see the module docstring)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.findings: dict[tuple[Any, ...], Finding] = {}
+        self.phase = ""
+        self.quiet = 0
+        self.trace: list[tuple[str, tuple[Any, ...], tuple[Site | None, bool], tuple[Any, ...]]] = []
+        self.allocs: dict[int, tuple[tuple[Site | None, bool], str, tuple[int, ...], torch.dtype]] = {}
+        self.backward_site: Site | None = None
+        self.optim_skipped = 0
+
+    def report(self, kind: str, what: str, located: tuple[Site | None, bool] | None = None) -> None:
+        site, via_optim = located if located is not None else _site()
+        if via_optim and not self.cuda:
+            self.optim_skipped += 1
+            return
+        site = site or self.backward_site or ("<unknown>", 0, "?")
+        key = (self.phase, kind, what, site[0], site[1])
+        if key in self.findings:
+            self.findings[key].count += 1
+        else:
+            self.findings[key] = Finding(self.phase, kind, what, site[0], site[1], site[2])
+
+    @contextlib.contextmanager
+    def watch(self, phase: str) -> Iterator[None]:
+        """Detect inside the block; ``trace`` and ``allocs`` start afresh."""
+        self.phase, self.trace, self.allocs = phase, [], {}
+        prev = None
+        if self.cuda:
+            prev = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with _FunctionMode(self), _DispatchMode(self):
+                yield
+        finally:
+            if prev is not None:
+                torch.cuda.set_sync_debug_mode(prev)
+
+
+class _FunctionMode(TorchFunctionMode):
+    def __init__(self, det: Detector) -> None:
+        super().__init__()
+        self.det = det
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        det = self.det
+        name = getattr(func, "__name__", "")
+        if det.quiet == 0:
+            if name in ("backward",) or func is torch.autograd.backward:
+                det.backward_site = _site()[0]
+            what = _HOST_METHODS.get(name)
+            host_copy = name == "cpu" and args and isinstance(args[0], Tensor) and args[0].device.type != "cpu"
+            if what or host_copy:
+                det.report("host sync", what or "Tensor.cpu() of a device tensor")
+                det.quiet += 1
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    det.quiet -= 1
+        return func(*args, **kwargs)
+
+
+class _DispatchMode(TorchDispatchMode):
+    def __init__(self, det: Detector) -> None:
+        super().__init__()
+        self.det = det
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        det = self.det
+        if det.quiet:
+            return func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        flat, _ = tree_flatten((args, kwargs))
+        tensors = [t for t in flat if isinstance(t, Tensor)]
+        located = _site()
+        synced = False
+        if name in _SYNC_OPS and _SYNC_OPS[name]:
+            if not (name == "repeat_interleave" and kwargs.get("output_size") is not None):
+                det.report("host sync", _SYNC_OPS[name], located)
+                synced = True
+        elif name in _INDEX_OPS and any(t.dtype in (torch.bool, torch.uint8) for t in tensors[1:]):
+            det.report("host sync", "boolean-mask indexing (a data-dependent size; use torch.where)", located)
+            synced = True
+        if name in _COPY_OPS:
+            synced = self._copy(name, args, kwargs, tensors, located) or synced
+        elif det.cuda and any(t.device.type == "cpu" for t in tensors):
+            det.report("cpu tensor", f"aten.{name} with a CPU tensor in a CUDA step (read on the host: "
+                                     "a recording freezes its value)", located)
+        if det.cuda:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = func(*args, **kwargs)
+            if not synced and any("synchroniz" in str(w.message) for w in caught):
+                det.report("host sync", f"aten.{name} synchronizes with the host (torch sync debug mode)", located)
+        else:
+            out = func(*args, **kwargs)
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, Tensor)]
+        if det.cuda and not tensors and any(t.device.type == "cpu" for t in outs):
+            det.report("cpu tensor", f"aten.{name} makes a CPU tensor in a CUDA step (host work is not recorded)",
+                       located)
+        det.trace.append((name, tuple(_sig(x) for x in flat), located, tuple(tuple(t.shape) for t in outs)))
+        in_ptrs = {_ptr(t) for t in tensors}
+        for t in outs:
+            p = _ptr(t)
+            if p and p not in in_ptrs:
+                det.allocs[p] = (located, name, tuple(t.shape), t.dtype)
+        return out
+
+    def _copy(self, name: str, args: Any, kwargs: Any, tensors: list[Tensor], located: Any) -> bool:
+        det = self.det
+        if name == "copy_" or name.startswith("_copy_from"):
+            dst, src = (args[0], args[1]) if name == "copy_" else (args[1], args[0])
+            src_dev, dst_dev = src.device.type, dst.device.type
+        else:
+            src_dev = tensors[0].device.type if tensors else "cpu"
+            dev = kwargs.get("device")
+            dst_dev = torch.device(dev).type if dev is not None else src_dev
+        if src_dev != "cpu" and dst_dev == "cpu":
+            det.report("host sync", f"a device-to-host copy (aten.{name})", located)
+            return True
+        if det.cuda and src_dev == "cpu" and dst_dev != "cpu":
+            det.report("cpu tensor", f"a host-to-device copy (aten.{name}) in a CUDA step: a recording replays "
+                                     "the copy from the host memory it saw", located)
+        elif det.cuda and src_dev == "cpu":
+            det.report("cpu tensor", f"aten.{name} on CPU tensors in a CUDA step (host work is not recorded)", located)
+        return False
+
+
+def _ptr(t: Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr() if t.numel() else 0
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def _compare(det: Detector, phase: str, a: list[Any], b: list[Any]) -> None:
+    """Report where two checked calls of a step differ: op, shapes, Python values."""
+    det.phase = phase
+    found = 0
+    for (name_a, sig_a, _, out_a), (name_b, sig_b, located, out_b) in zip(a, b, strict=False):
+        if found >= _MAX_FINDINGS_PER_DIFF:
+            return
+        if name_a != name_b or len(sig_a) != len(sig_b):
+            det.report("control flow", f"two calls run different operations here (aten.{name_a} in one, aten.{name_b} "
+                                       "in the next): a Python branch on data or on changing state", located)
+            return
+        if sig_a == sig_b:
+            continue
+        if out_a != out_b:
+            det.report("allocation", f"aten.{name_b} makes {_shapes(out_a)} in one call and {_shapes(out_b)} in the next "
+                                     "(a recording keeps the first shape)", located)
+            found += 1
+            continue
+        for j, (x, y) in enumerate(zip(sig_a, sig_b, strict=True)):
+            if x == y:
+                continue
+            if isinstance(x, tuple) and isinstance(y, tuple) and x[:1] == ("tensor",) == y[:1]:
+                det.report("allocation", f"aten.{name_b}: argument {j} has shape {list(x[1])} in one call and "
+                                         f"{list(y[1])} in the next (a recording keeps the first shape)", located)
+            else:
+                det.report("python value", f"aten.{name_b}: argument {j} is {x!r} in one call and {y!r} in the next "
+                                           "(a recording freezes it; keep it in a device tensor)", located)
+            found += 1
+            break
+    if len(a) != len(b):
+        tail = b[len(a)][2] if len(b) > len(a) else a[len(b)][2]
+        det.report("control flow", f"two calls run {len(a)} and {len(b)} operations: a Python branch on data or "
+                                   "on changing state", tail)
+
+
+def _shapes(shapes: tuple[Any, ...]) -> str:
+    return ", ".join(str(list(x)) for x in shapes) or "nothing"
+
+
+def _survivors(det: Detector, phase: str, out: Any) -> None:
+    """Storages allocated in the last checked call that are still referenced from Python."""
+    det.phase = phase
+    if not det.allocs:
+        return
+    keep = {_ptr(t) for t in tree_flatten(out)[0] if isinstance(t, Tensor)}
+    live: dict[int, Tensor] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for o in gc.get_objects():
+            if isinstance(o, Tensor):
+                p = _ptr(o)
+                if p:
+                    live.setdefault(p, o)
+                g = o.grad if o.requires_grad and o.is_leaf else None
+                if g is not None:
+                    keep.add(_ptr(g))
+    for p, (located, op, shape, dtype) in det.allocs.items():
+        if p in live and p not in keep:
+            det.report("allocation", f"a new {list(shape)} {str(dtype).removeprefix('torch.')} tensor (aten.{op}) is kept "
+                                     "after the step: allocate it once and write into it in place", located)
+
+
+@attrs.define
+class Report:
+    """What :func:`check_steps` found, in order."""
+
+    findings: list[Finding]
+    checked: list[str]
+    notes: list[str]
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+
+def check_steps(steps: list[tuple[str, Callable[[], Any], bool]], device: torch.device, warmup: int = 1) -> Report:
+    """Run ``steps`` (phase name, zero-argument callable, checked?) in turn: ``warmup`` unchecked
+    rounds, then two rounds with the checked ones watched, and report what would break a
+    recording of each checked step."""
+    for _ in range(warmup):
+        for _, fn, _ in steps:
+            fn()
+    det = Detector(device)
+    traces: dict[str, list[list[Any]]] = {name: [] for name, _, checked in steps if checked}
+    for round_ in range(2):
+        for name, fn, checked in steps:
+            if not checked:
+                fn()
+                continue
+            with det.watch(name):
+                out = fn()
+            traces[name].append(det.trace)
+            if round_ == 1:
+                _survivors(det, name, out)
+            del out
+    for name, (a, b) in traces.items():
+        _compare(det, name, a, b)
+    notes = []
+    if det.optim_skipped:
+        notes.append(f"{det.optim_skipped} findings inside torch.optim were left out: on the CPU torch's optimizers are "
+                     "not capturable (they read the step count on the host); on CUDA pass capturable=True and the "
+                     "learning rate as a tensor, and check there")
+    return Report(findings=list(det.findings.values()), checked=list(traces), notes=notes)
+
+
+def cmd_check_capture(args: argparse.Namespace) -> int:
+    from noeira.core.errors import UserError
+    from noeira.cuda.runs import build, config_from_args
+
+    if args.warmup < 0:
+        raise UserError(f"--warmup: must be >= 0, got {args.warmup}")
+    cfg = config_from_args(args)
+    run = build(cfg)
+    notes = []
+    if not run.capture_env:
+        notes.append(f"collect not checked: it runs eagerly (env {cfg.env.name!r} capture_safe={run.env.capture_safe}, "
+                     f"graph.capture_env={cfg.graph.capture_env})")
+    if not run.capture_train:
+        notes.append("learn not checked: graph.capture_train=false")
+    steps: list[tuple[str, Callable[[], Any], bool]] = [
+        ("collect", lambda: run.agent.collect(run.env), run.capture_env),
+        ("learn", run.agent.learn, run.capture_train),
+    ]
+    try:
+        report = check_steps(steps, run.backend.device, warmup=args.warmup)
+    finally:
+        run.close()
+    what = " and ".join(report.checked) or "nothing"
+    print(f"check-capture: {cfg.agent.name} on {cfg.env.name} ({run.backend.name}): {what}, "
+          f"{args.warmup} warm-up call(s) then 2 checked calls each")
+    for n in notes + report.notes:
+        print(f"note: {n}")
+    if report.clean:
+        print("clean: no host syncs, CPU tensors, changing shapes or values, or per-call buffers found")
+        return 0
+    print(f"{len(report.findings)} finding(s) that would break or corrupt a CUDA-graph recording:")
+    for f in report.findings:
+        print(f)
+    return 1

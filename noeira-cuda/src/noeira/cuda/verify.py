@@ -1,0 +1,172 @@
+"""``noeira verify-graph``: K iterations eagerly and K under the run's graph backend, from the same
+seed, compared bit for bit after every iteration.
+
+What is compared (each tensor hashed with BLAKE2 over its raw bytes, so bit-identical means
+equal hashes): the agent's ``state_dict()`` (parameters, optimizer state), every tensor
+reachable from the agent's attributes (modules' parameters and buffers, rollout and replay
+buffers, containers and plain objects, a few levels deep), the states of its generators,
+the env's ``get_state()`` and tensor attributes (observation and step buffers, episode
+statistics, its generator), the learn metrics, and torch's default CPU / CUDA generators.
+
+The reference for ``device`` is the same compiled step without recording (fused kernels
+round differently from eager ones); for every other graph backend it is eager. When a
+difference shows, eager is run once more to tell a recording problem from a step that is
+not deterministic in the first place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import torch
+from torch import Tensor, nn
+
+from noeira.core.api import get_graph_backend
+from noeira.core.config import RunConfig
+from noeira.core.driver import choose_graph
+from noeira.core.errors import UserError
+from noeira.cuda.runs import Pieces, build, config_from_args
+
+__all__ = ["Hashes", "cmd_verify_graph", "run_hashes", "snapshot"]
+
+Hashes = dict[str, str]
+_MAX_DEPTH = 5
+
+
+def digest(t: Tensor) -> str:
+    """A hash of a tensor's dtype, shape and raw bytes."""
+    t = t.detach()
+    h = hashlib.blake2b(f"{t.dtype}{tuple(t.shape)}".encode(), digest_size=16)
+    if t.numel():
+        raw = t.contiguous().reshape(-1)
+        raw = raw.view(torch.uint8) if raw.dtype != torch.bool else raw.to(torch.uint8)
+        h.update(raw.cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _walk(obj: Any, name: str, out: dict[str, Tensor], seen: set[int], depth: int) -> None:
+    if isinstance(obj, Tensor):
+        if not obj.is_sparse and not obj.is_meta:
+            out.setdefault(name, obj)
+        return
+    if isinstance(obj, torch.Generator):
+        out.setdefault(name + ".rng", obj.get_state())
+        return
+    if depth > _MAX_DEPTH or id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float, bool)):
+        return
+    if isinstance(obj, (types.ModuleType, type, types.FunctionType, types.MethodType, torch.device, torch.dtype)):
+        return
+    seen.add(id(obj))
+    if isinstance(obj, nn.Module):
+        for k, v in obj.state_dict(keep_vars=True).items():
+            _walk(v, f"{name}.{k}", out, seen, depth + 1)
+    elif isinstance(obj, torch.optim.Optimizer):
+        _walk(obj.state_dict(), f"{name}.state_dict", out, seen, depth + 1)
+        return
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            _walk(v, f"{name}.{k}", out, seen, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _walk(v, f"{name}.{i}", out, seen, depth + 1)
+    elif attrs.has(type(obj)):
+        for f in attrs.fields(type(obj)):
+            _walk(getattr(obj, f.name, None), f"{name}.{f.name}", out, seen, depth + 1)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, nn.Module):
+        for k, v in vars(obj).items():
+            if k not in ("backend", "owner"):
+                _walk(v, f"{name}.{k}", out, seen, depth + 1)
+
+
+def snapshot(run: Pieces, metrics: Any = None) -> Hashes:
+    """Hashes of everything a step can change (see the module docstring), by name."""
+    found: dict[str, Tensor] = {}
+    seen: set[int] = {id(run.env)}
+    _walk(run.agent.state_dict(), "agent.state_dict", found, seen, 0)
+    _walk(run.agent, "agent", found, seen, 0)
+    seen.discard(id(run.env))
+    found["env.get_state()"] = run.env.get_state()
+    _walk(run.env, "env", found, seen, 0)
+    if isinstance(metrics, Mapping):
+        _walk(dict(metrics), "metrics", found, seen, 0)
+    found["torch.cpu_rng"] = torch.get_rng_state()
+    if run.backend.device.type == "cuda":
+        found["torch.cuda_rng"] = torch.cuda.get_rng_state(run.backend.device)
+    return {k: digest(v) for k, v in found.items()}
+
+
+Wrap = Callable[[Callable[..., Any], Any], Callable[..., Any]] | None
+
+
+def run_hashes(cfg: RunConfig, wrap: Wrap, iterations: int) -> list[Hashes]:
+    """Build the run as the driver does, run ``iterations`` iterations (steps wrapped by
+    ``wrap(fn, backend)`` where the run records them), snapshot after each."""
+    run = build(cfg)
+    try:
+        collect = wrap(run.agent.collect, run.backend) if wrap and run.capture_env else run.agent.collect
+        learn = wrap(run.agent.learn, run.backend) if wrap and run.capture_train else run.agent.learn
+        out = []
+        for _ in range(iterations):
+            collect(run.env)
+            metrics = learn()
+            out.append(snapshot(run, metrics))
+        return out
+    finally:
+        run.close()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+
+def first_difference(a: list[Hashes], b: list[Hashes]) -> tuple[int, list[str]] | None:
+    """(iteration index, names that differ) of the first iteration where ``a`` and ``b`` differ."""
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        names = [k for k in x if x[k] != y.get(k)] + [k for k in y if k not in x]
+        if names:
+            return i, names
+    return None
+
+
+def cmd_verify_graph(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    k = args.iterations
+    from noeira.core.api import get_backend
+
+    backend = get_backend(cfg.backend)
+    graph_name = choose_graph(cfg.graph, backend)
+    graph = get_graph_backend(graph_name)
+    warmup = int(getattr(graph, "warmup", 0))
+    records = graph.available(backend) and graph_name != "eager"
+    if k < 1 or (records and k <= warmup):
+        raise UserError(f"--iterations: must be more than graph {graph_name!r}'s {warmup} warm-up calls, got {k}")
+    reference: Wrap = getattr(graph, "reference", None)
+    ref_name = f"{graph_name} compiled, unrecorded" if reference else "eager"
+    header = (f"verify-graph: {cfg.agent.name} on {cfg.env.name} ({backend.name}), {ref_name} vs graph {graph_name!r}, "
+              f"{k} iterations")
+    if records:
+        header += f" (1-{warmup} warm-up, {warmup + 1} recorded, {warmup + 2}-{k} replayed)" if warmup else ""
+    else:
+        header += f" (graph {graph_name!r} records nothing on {backend.name}: this compares two eager runs)"
+    print(header, flush=True)
+    ref = run_hashes(cfg, reference, k)
+    got = run_hashes(cfg, graph.wrap, k)
+    diff = first_difference(ref, got)
+    if diff is None:
+        print(f"bit-identical: {len(ref[-1])} tensors compared after each of {k} iterations")
+        return 0
+    i, names = diff
+    phase = ("warm-up" if i < warmup else "recorded" if i == warmup else "replayed") if records else "eager"
+    print(f"DIFFERENT at iteration {i + 1} ({phase}): {len(names)} of {len(ref[i])} tensors differ, first:")
+    for n in names[:10]:
+        print(f"  {n}")
+    again = run_hashes(cfg, reference, i + 1)
+    unstable = [n for n in names if again[i].get(n) != ref[i].get(n)]
+    if unstable:
+        print(f"note: {len(unstable)} of these also differ between two {ref_name} runs ({unstable[0]} ...): the step is "
+              "not deterministic by itself (atomics, non-deterministic kernels); see torch.use_deterministic_algorithms")
+    return 1
