@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,15 @@ IDS = [1, 2, 3, 4, 5, 6]
 
 def torque(emu: EmulatedBus) -> list[bool]:
     return [emu[i].torque for i in IDS]
+
+
+def settle(pty: PtyEmulator) -> None:
+    """Wait until the emulator thread has handled every byte the (dead) child wrote."""
+    deadline = time.monotonic() + 2.0
+    n = -1
+    while time.monotonic() < deadline and (n != len(pty.bus.log) or not pty.idle()):
+        n = len(pty.bus.log)
+        time.sleep(0.05)
 
 
 def test_sigint_releases_torque_then_raises_keyboard_interrupt(url: str, cal_path: Path, emu: EmulatedBus) -> None:
@@ -109,6 +119,7 @@ def _run(pty: PtyEmulator, cal_path: Path, mode: str, sig: int | None) -> subpro
         assert all(torque(pty.bus))
         proc.send_signal(sig)
     proc.wait(timeout=30)
+    settle(pty)
     return proc
 
 

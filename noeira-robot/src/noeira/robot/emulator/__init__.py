@@ -353,6 +353,11 @@ class PtyEmulator:
             if reply:
                 os.write(self._master, reply)
 
+    def idle(self) -> bool:
+        """No bytes from the host are waiting to be handled."""
+        ready, _, _ = select.select([self._master], [], [], 0)
+        return not ready
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
