@@ -3,6 +3,9 @@ float64: same state (set_state), same actions -> same observation, reward, termi
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -38,7 +41,7 @@ def test_matches_gymnasium_v5(name: str, gym_id: str, steps: int, scale: float) 
     assert ours.dt == pytest.approx(refs[0].dt)
     rng = np.random.default_rng(1)
     low, high = refs[0].action_space.low.astype(np.float64), refs[0].action_space.high.astype(np.float64)
-    compared = terminations = episode = 0
+    compared = episode = 0
     while compared < steps * N:
         # a fresh episode on both sides: gymnasium's reset states (its own noise), copied to ours
         for i, e in enumerate(refs):
@@ -63,7 +66,6 @@ def test_matches_gymnasium_v5(name: str, gym_id: str, steps: int, scale: float) 
                 ended |= bool(terminated)
             compared += N
             if ended:  # our env autoreset; start both sides afresh
-                terminations += 1
                 break
     for e in refs:
         e.close()
@@ -107,3 +109,95 @@ def test_autoreset_after_termination() -> None:
             assert res.final_obs[i, 1].abs() > 0.2 and res.obs[i, 1].abs() <= 0.01 + 1e-12
             break
     assert hit, "a pendulum pushed hard must fall"
+
+
+# -- the same envs on MuJoCo Warp ------------------------------------------------------------
+
+HAS_WARP = importlib.util.find_spec("mujoco_warp") is not None and importlib.util.find_spec("warp") is not None
+WARP = [
+    pytest.param("cpu", marks=[pytest.mark.slow, pytest.mark.skipif(not HAS_WARP, reason="warp not installed")]),
+    pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not HAS_WARP, reason="warp not installed")]),
+]
+
+
+def _warp_against_mujoco(name: str, backend: str, steps: int, tol: float) -> None:
+    """The env on mujoco-warp (float32) against the env on mujoco (float64) from the same
+    state and actions: obs and reward within ``tol * (1 + |value|)`` for ``steps`` steps."""
+    n = 4
+    ref = make_env(name, num_envs=n, backend="cpu", seed=0, dtype="float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = make_env(name, num_envs=n, backend=backend, seed=0, physics="mujoco-warp")
+    assert ours.capture_safe == (backend == "cuda")
+    ref.reset(seed=0)
+    ours.reset(seed=0)
+    ours.set_state(ref.get_state().float())
+    gen = torch.Generator().manual_seed(0)
+    for t in range(steps):
+        action = ref.action_space.sample(n, generator=gen)
+        r = ref.step(action)
+        o = ours.step(action.float().to(ours.device))
+        for what, a, b in (("obs", r.final_obs, o.final_obs), ("reward", r.reward, o.reward)):
+            err = ((a - b.double().cpu()).abs() / (1 + a.abs())).max().item()
+            assert err <= tol, f"{name}: {what} differs by {err:.2e} (relative) at step {t}"
+        assert torch.equal(r.terminated, o.terminated.cpu()), f"{name}: terminated differs at step {t}"
+        if r.terminated.any():
+            break
+    ours.close()
+
+
+@pytest.mark.parametrize("backend", WARP)
+def test_warp_env_matches_mujoco_env(backend: str) -> None:
+    _warp_against_mujoco("halfcheetah", backend, steps=15, tol=1e-2)
+    if backend == "cuda":  # Warp compiles each model's kernels: keep the CPU run to one model
+        _warp_against_mujoco("hopper", backend, steps=15, tol=1e-2)
+        _warp_against_mujoco("ant", backend, steps=8, tol=5e-2)
+        _warp_against_mujoco("inverted-double-pendulum", backend, steps=15, tol=1e-2)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
+def test_warp_env_step_in_cuda_graph() -> None:
+    """env.step (with autoreset) records in a CUDA graph; replays equal the eager steps."""
+    a = make_env("hopper", num_envs=256, backend="cuda", seed=0, physics="mujoco-warp", max_episode_steps=20)
+    b = make_env("hopper", num_envs=256, backend="cuda", seed=0, physics="mujoco-warp", max_episode_steps=20)
+    a.reset(seed=1)
+    b.reset(seed=1)
+    action = torch.zeros(256, 3, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            a.step(action)
+    torch.cuda.current_stream().wait_stream(s)
+    for _ in range(3):
+        b.step(action)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        a.step(action)
+    for _ in range(40):  # past the time limit: autoresets inside the graph
+        action.uniform_(-1, 1)
+        g.replay()
+        rb = b.step(action)
+        torch.cuda.synchronize()
+        assert torch.allclose(a.obs, rb.obs, atol=1e-4)
+        assert torch.equal(a._result.truncated, rb.truncated)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
+def test_sac_halfcheetah_on_device(tmp_path) -> None:
+    """A short SAC run on halfcheetah with MuJoCo Warp: the whole loop on the GPU (env step
+    captured with collect), finishing with finite returns."""
+    from noeira.core.driver import resolve, train
+
+    cfg = resolve({
+        "backend": "cuda",
+        "env": {"name": "halfcheetah", "num_envs": 64, "physics": "mujoco-warp", "max_episode_steps": 200},
+        "agent": {"name": "sac"},
+        "run": {"total_steps": 30_000, "eval_episodes": 2, "progress": False, "seed": 0},
+    })
+    record = train(cfg, tmp_path / "run")
+    assert record["outcome"] == "completed"
+    assert record["capture_env"] is True
+    assert np.isfinite(record["final_eval"]["mean_return"])

@@ -112,7 +112,10 @@ class MujocoEngine:
             return getattr(self, name)
         if name not in self._fields:
             if self._batch is not None:
-                arr = self._batch.bind(name)
+                try:
+                    arr = self._batch.bind(name)
+                except ValueError as e:
+                    raise UserError(f"physics 'mujoco': no array field {name!r} to bind: {e}") from e
                 arr.flags.writeable = True  # reset() zeroes it; callers only read it
             else:
                 template = getattr(self._datas[0], name, None)

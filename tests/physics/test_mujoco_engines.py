@@ -1,0 +1,255 @@
+"""The physics engines: ``mujoco`` bit-identical to one MjData per world stepped by
+``mj_step`` (both of its paths), the reset/forward/field semantics, and ``mujoco-warp``
+against ``mujoco`` within float32 tolerance (on Warp's CPU device when Warp is installed,
+on CUDA under the ``cuda`` marker)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import warnings
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from noeira.core import make_physics
+from noeira.core.errors import PluginLoadError, UserError
+
+GYM = importlib.util.find_spec("gymnasium")
+ASSETS = os.path.join(list(GYM.submodule_search_locations)[0], "envs", "mujoco", "assets") if GYM else ""
+needs_assets = pytest.mark.skipif(GYM is None, reason="gymnasium (for its MJCF files) is not installed")
+HAS_WARP = importlib.util.find_spec("mujoco_warp") is not None and importlib.util.find_spec("warp") is not None
+
+PENDULUM = """
+<mujoco>
+  <option timestep="0.01"/>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body name="pole" pos="0 0 1">
+      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05"/>
+      <site name="tip" pos="0 0 -0.5"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+  <sensor><jointpos joint="hinge"/><framepos objtype="site" objname="tip"/></sensor>
+</mujoco>
+"""
+
+
+def _reference(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, ctrls: np.ndarray, nstep: int,
+               rne: bool) -> list[tuple[np.ndarray, ...]]:
+    """One MjData per world, stepped with mj_step: (qpos, qvel, xpos, cfrc_ext) after each step."""
+    out = []
+    datas = []
+    for i in range(len(qpos)):
+        d = mujoco.MjData(model)
+        d.qpos[:], d.qvel[:] = qpos[i], qvel[i]
+        datas.append(d)
+    for u in ctrls:
+        for i, d in enumerate(datas):
+            d.ctrl[:] = u[i]
+            mujoco.mj_step(model, d, nstep)
+            if rne:
+                mujoco.mj_rnePostConstraint(model, d)
+        out.append(tuple(np.stack([getattr(d, f) for d in datas]) for f in ("qpos", "qvel", "xpos", "cfrc_ext")))
+    return out
+
+
+@needs_assets
+@pytest.mark.parametrize("rne", [False, True], ids=["batch", "pool"])
+@pytest.mark.parametrize("nthread", [1, 2])
+def test_mujoco_bit_identical_to_mj_step(rne: bool, nthread: int) -> None:
+    xml = os.path.join(ASSETS, "ant.xml")
+    n, nstep = 5, 5
+    eng = make_physics("mujoco", xml, num_worlds=n, backend="cpu", nthread=nthread, rne_post_constraint=rne)
+    model = eng.mj_model
+    rng = np.random.default_rng(0)
+    qpos = model.qpos0 + rng.uniform(-0.1, 0.1, (n, model.nq))
+    qvel = rng.normal(0, 0.1, (n, model.nv))
+    ctrls = rng.uniform(-1, 1, (30, n, model.nu))
+    xpos, cfrc = eng.field("xpos"), eng.field("cfrc_ext")
+    eng.qpos.copy_(torch.from_numpy(qpos))
+    eng.qvel.copy_(torch.from_numpy(qvel))
+    ref = _reference(model, qpos, qvel, ctrls, nstep, rne)
+    for t, u in enumerate(ctrls):
+        eng.ctrl.copy_(torch.from_numpy(u))
+        eng.step(nstep)
+        rq, rv, rx, rc = ref[t]
+        assert np.array_equal(eng.qpos.numpy(), rq), f"qpos differs at step {t}"
+        assert np.array_equal(eng.qvel.numpy(), rv), f"qvel differs at step {t}"
+        assert np.array_equal(xpos.numpy(), rx), f"xpos differs at step {t}"
+        if rne:
+            assert np.array_equal(cfrc.numpy(), rc), f"cfrc_ext differs at step {t}"
+    assert torch.allclose(eng.time, torch.full((n,), 30 * nstep * model.opt.timestep, dtype=torch.float64))
+    eng.close()
+
+
+@pytest.mark.parametrize("rne", [False, True], ids=["batch", "pool"])
+def test_mujoco_reset_forward_masks(rne: bool) -> None:
+    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", rne_post_constraint=rne)
+    site, sensors = eng.field("site_xpos"), eng.sensordata
+    assert tuple(site.shape) == (4, 1, 3) and tuple(sensors.shape) == (4, 4)
+    assert eng.qpos.dtype == torch.float64 and eng.qpos.shape == (4, 1)
+    eng.qpos[:, 0] = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    eng.forward()
+    assert torch.allclose(sensors[:, 0], eng.qpos[:, 0])  # jointpos sensor follows the state
+    tip_z = site[:, 0, 2].clone()
+    assert torch.allclose(tip_z, 1 - 0.5 * eng.qpos[:, 0].cos())
+    # forward(mask) recomputes only the masked worlds' derived fields
+    eng.qpos[:, 0] = 0.0
+    eng.forward(torch.tensor([True, False, False, False]))
+    assert site[0, 0, 2] == pytest.approx(0.5) and torch.equal(site[1:, 0, 2], tip_z[1:])
+    # reset(mask): model's initial state, derived fields zero, others untouched
+    eng.ctrl[:] = 0.5
+    eng.step(3)
+    before = eng.qvel.clone()
+    mask = torch.tensor([False, True, False, True])
+    eng.reset(mask)
+    assert torch.equal(eng.qvel[mask], torch.zeros(2, 1, dtype=torch.float64))
+    assert torch.equal(eng.ctrl[mask], torch.zeros(2, 1, dtype=torch.float64))
+    assert torch.equal(eng.time[mask], torch.zeros(2, dtype=torch.float64))
+    assert torch.equal(site[mask], torch.zeros(2, 1, 3, dtype=torch.float64))
+    assert torch.equal(eng.qvel[~mask], before[~mask]) and (eng.time[~mask] > 0).all()
+    # the tensors are the engine's memory: a write is the next step's input
+    eng.qpos[2, 0] = 1.0
+    eng.qvel[2, 0] = 0.0
+    eng.ctrl[2, 0] = 0.0
+    eng.step(1)
+    assert 0.9 < float(eng.qpos[2, 0]) < 1.0  # falls back from 1 rad under gravity
+    eng.close()
+
+
+def test_mujoco_errors() -> None:
+    with pytest.raises(UserError, match="no such MJCF file"):
+        make_physics("mujoco", "/nonexistent/model.xml", num_worlds=1, backend="cpu")
+    with pytest.raises(UserError, match="cannot compile"):
+        make_physics("mujoco", "<mujoco><worldbody><geom type='nope'/></worldbody></mujoco>", backend="cpu")
+    eng = make_physics("mujoco", PENDULUM, num_worlds=2, backend="cpu")
+    with pytest.raises(UserError, match="no array field"):
+        eng.field("not_a_field")
+
+
+def test_warp_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # import fails as if not installed
+    monkeypatch.delitem(sys.modules, "noeira.physics.mujoco_warp", raising=False)
+    with pytest.raises(PluginLoadError, match=r"noeira-physics\[warp\]"):
+        make_physics("mujoco-warp", PENDULUM, num_worlds=1, backend="cpu")
+
+
+# -- mujoco-warp against mujoco ----------------------------------------------------------
+
+WARP_DEVICES = [
+    pytest.param("cpu", marks=[pytest.mark.slow, pytest.mark.skipif(not HAS_WARP, reason="warp not installed")]),
+    pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not HAS_WARP, reason="warp not installed")]),
+]
+
+
+def _compare_engines(xml: str, backend: str, steps: int, nstep: int, fields: tuple[str, ...],
+                     atol: float, rne: bool = False) -> None:
+    n = 4
+    cpu = make_physics("mujoco", xml, num_worlds=n, backend="cpu", rne_post_constraint=rne)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrp = make_physics("mujoco-warp", xml, num_worlds=n, backend=backend, rne_post_constraint=rne)
+    assert wrp.qpos.dtype == torch.float32 and wrp.qpos.device.type == backend
+    m = cpu.mj_model
+    rng = np.random.default_rng(0)
+    qpos = torch.from_numpy(m.qpos0 + rng.uniform(-0.05, 0.05, (n, m.nq)))
+    qvel = torch.from_numpy(rng.normal(0, 0.05, (n, m.nv)))
+    lo, hi = m.actuator_ctrlrange.T
+    for e in (cpu, wrp):
+        e.qpos.copy_(qpos)
+        e.qvel.copy_(qvel)
+        e.forward()
+    fc = {f: cpu.field(f) for f in fields}
+    fw = {f: wrp.field(f) for f in fields}
+    for t in range(steps):
+        u = torch.from_numpy(rng.uniform(lo, hi, (n, m.nu)))
+        for e in (cpu, wrp):
+            e.ctrl.copy_(u)
+            e.step(nstep)
+        for name, a, b in [("qpos", cpu.qpos, wrp.qpos), ("qvel", cpu.qvel, wrp.qvel)] + \
+                [(f, fc[f], fw[f]) for f in fields]:
+            err = (a - b.double().cpu()).abs().max().item()
+            scale = 1 + a.abs().max().item()
+            assert err <= atol * scale, f"{name} differs by {err:.2e} at step {t}"
+
+
+@needs_assets
+@pytest.mark.parametrize("backend", WARP_DEVICES)
+def test_warp_matches_mujoco_halfcheetah(backend: str) -> None:
+    _compare_engines(os.path.join(ASSETS, "half_cheetah.xml"), backend, steps=20, nstep=5,
+                     fields=("xpos", "cvel"), atol=1e-3)
+
+
+@needs_assets
+@pytest.mark.parametrize("backend", WARP_DEVICES)
+def test_warp_reset_forward_masks(backend: str) -> None:
+    eng = make_physics("mujoco-warp", PENDULUM, num_worlds=4, backend=backend)
+    site = eng.field("site_xpos")
+    eng.qpos[:, 0] = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    eng.forward()
+    tip_z = site[:, 0, 2].clone()
+    assert torch.allclose(tip_z, 1 - 0.5 * eng.qpos[:, 0].cos(), atol=1e-6)
+    eng.qpos[:, 0] = 0.0
+    eng.forward(torch.tensor([True, False, False, False], device=eng.device))
+    assert abs(float(site[0, 0, 2]) - 0.5) < 1e-6 and torch.equal(site[1:, 0, 2], tip_z[1:])
+    eng.ctrl[:] = 0.5
+    eng.step(3)
+    before = eng.qvel.clone()
+    mask = torch.tensor([False, True, False, True], device=eng.device)
+    eng.reset(mask)
+    assert (eng.qvel[mask] == 0).all() and (eng.time[mask] == 0).all() and (site[mask] == 0).all()
+    assert torch.equal(eng.qvel[~mask], before[~mask])
+
+
+@needs_assets
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
+def test_warp_cuda_ant_humanoid_and_pgs_warning() -> None:
+    _compare_engines(os.path.join(ASSETS, "ant.xml"), "cuda", steps=10, nstep=5,
+                     fields=("xpos", "cfrc_ext"), atol=5e-2, rne=True)
+    with pytest.warns(UserWarning, match="PGS"):
+        eng = make_physics("mujoco-warp", os.path.join(ASSETS, "humanoid.xml"), num_worlds=8, backend="cuda")
+    assert eng.mj_model.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON
+    eng.step(5)
+    assert torch.isfinite(eng.qpos).all()
+
+
+@needs_assets
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
+def test_warp_step_in_cuda_graph() -> None:
+    """The step records in a CUDA graph with the torch code around it; replays equal eager."""
+    xml = os.path.join(ASSETS, "half_cheetah.xml")
+    a = make_physics("mujoco-warp", xml, num_worlds=64, backend="cuda")
+    b = make_physics("mujoco-warp", xml, num_worlds=64, backend="cuda")
+    assert a.capture_safe
+    u = torch.zeros_like(a.ctrl)
+
+    def step() -> None:
+        a.ctrl.copy_(torch.tanh(a.qvel[:, :6] + u))
+        a.step(5)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            step()  # warm-up: Warp compiles and loads its kernels
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    for _ in range(2):
+        b.ctrl.copy_(torch.tanh(b.qvel[:, :6] + u))
+        b.step(5)
+    for _ in range(10):
+        g.replay()
+        b.ctrl.copy_(torch.tanh(b.qvel[:, :6] + u))
+        b.step(5)
+    torch.cuda.synchronize()
+    assert torch.allclose(a.qpos, b.qpos, atol=1e-5), (a.qpos - b.qpos).abs().max()
