@@ -1,8 +1,11 @@
 """Shared pieces of the classic-control envs: the config fields every one has and the
 batched-env scaffolding on top of :class:`noeira.core.TensorEnv`.
 
-The state is one ``[N, state_dim]`` tensor in gymnasium's ``env.unwrapped.state`` layout;
-``get_state``/``set_state`` read and write it, so a state can be set in both and compared.
+The state is kept as ``self.s`` ``[state_dim, N]``: one contiguous row per state variable, so
+each elementwise op of the physics reads and writes dense memory (a ``[N, state_dim]``
+layout would make every column a strided view, several times slower in eager mode).
+``get_state``/``set_state`` exchange ``[N, state_dim]`` in gymnasium's ``env.unwrapped.state``
+layout, so a state can be set in both and compared.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class ClassicConfig:
 
 
 class ClassicEnv(TensorEnv):
-    """A TensorEnv whose physical state is ``self.state`` ``[N, state_dim]``."""
+    """A TensorEnv whose physical state is ``self.s`` ``[state_dim, N]`` (see the module
+    docstring); subclasses write ``_sample_initial_state``, ``_advance`` and ``_observe``."""
 
     state_dim: int
 
@@ -67,7 +71,7 @@ class ClassicEnv(TensorEnv):
             validate_actions=config.validate_actions,
         )
         self.config = config
-        self.state = torch.zeros((num_envs, self.state_dim), dtype=dtype, device=self.device)
+        self.s = torch.zeros((self.state_dim, num_envs), dtype=dtype, device=self.device)
         self._no_termination = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
         self._reset_envs(self._all)
         self._observe(self._result.obs)
@@ -80,18 +84,18 @@ class ClassicEnv(TensorEnv):
 
     def _reset_envs(self, mask: Tensor) -> None:
         fresh = self._sample_initial_state()
-        torch.where(mask.unsqueeze(1), fresh, self.state, out=self.state)
+        torch.where(mask, fresh, self.s, out=self.s)  # mask [N] broadcasts over the rows
 
     def _sample_initial_state(self) -> Tensor:
-        """A fresh state ``[N, state_dim]`` for every env (the caller keeps the masked rows)."""
+        """A fresh state ``[state_dim, N]`` for every env (the caller keeps the masked ones)."""
         raise NotImplementedError
 
     def get_state(self) -> Tensor:
         """A copy of the state ``[N, state_dim]`` in gymnasium's ``unwrapped.state`` layout."""
-        return self.state.clone()
+        return self.s.T.clone(memory_format=torch.contiguous_format)
 
     def _set_state(self, state: Tensor) -> None:
-        self.state.copy_(state)
+        self.s.copy_(state.T)
 
     def _float_action(self, action: Tensor) -> Tensor:
         """A Box action ``[N, 1]`` as ``[N]`` in the env's dtype."""

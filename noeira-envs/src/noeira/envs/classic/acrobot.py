@@ -84,17 +84,17 @@ class Acrobot(ClassicEnv):
 
     def _sample_initial_state(self) -> Tensor:
         # gymnasium draws in float64 and keeps float32
-        return self._uniform(-0.1, 0.1, (self.num_envs, 4)).float().to(self.dtype)
+        return self._uniform(-0.1, 0.1, (4, self.num_envs)).float().to(self.dtype)
 
     def _dsdt(self, s: Tensor, a: Tensor) -> Tensor:
-        """Time derivative of the state ``[N, 4]`` under torque ``a`` ``[N]`` (gymnasium's
+        """Time derivative of the state ``[4, N]`` under torque ``a`` ``[N]`` (gymnasium's
         ``_dsdt``, the same expressions in the same order)."""
         m1, m2 = self.LINK_MASS_1, self.LINK_MASS_2
         l1 = self.LINK_LENGTH_1
         lc1, lc2 = self.LINK_COM_POS_1, self.LINK_COM_POS_2
         I1 = I2 = self.LINK_MOI  # noqa: N806 (the book's names)
         g = 9.8
-        theta1, theta2, dtheta1, dtheta2 = s.unbind(1)
+        theta1, theta2, dtheta1, dtheta2 = s.unbind(0)
         cos, sin = torch.cos, torch.sin
         d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos(theta2)) + I1 + I2
         d2 = m2 * (lc2**2 + l1 * lc2 * cos(theta2)) + I2
@@ -112,11 +112,11 @@ class Acrobot(ClassicEnv):
         else:
             ddtheta2 = (a + d2 / d1 * phi1 - phi2) / (m2 * lc2**2 + I2 - d2**2 / d1)
         ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
-        return torch.stack([dtheta1, dtheta2, ddtheta1, ddtheta2], dim=1)
+        return torch.stack([dtheta1, dtheta2, ddtheta1, ddtheta2])
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
         torque = (action - 1).to(self.dtype)  # AVAIL_TORQUE = [-1, 0, +1]
-        y0 = self.state
+        y0 = self.s
         dt = self.dt
         dt2 = dt / 2.0
         k1 = self._dsdt(y0, torque)
@@ -124,23 +124,22 @@ class Acrobot(ClassicEnv):
         k3 = self._dsdt(y0 + dt2 * k2, torque)
         k4 = self._dsdt(y0 + dt * k3, torque)
         ns = y0 + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
-        th1, th2, dth1, dth2 = ns.unbind(1)
+        th1, th2, dth1, dth2 = ns.unbind(0)
         new = torch.stack(
             [
                 wrap_angle(th1, -pi, pi),
                 wrap_angle(th2, -pi, pi),
                 torch.clamp(dth1, -self.MAX_VEL_1, self.MAX_VEL_1),
                 torch.clamp(dth2, -self.MAX_VEL_2, self.MAX_VEL_2),
-            ],
-            dim=1,
+            ]
         )
-        self.state.copy_(new)
-        s0, s1 = self.state[:, 0], self.state[:, 1]
+        self.s.copy_(new)
+        s0, s1 = self.s[0], self.s[1]
         terminated = -torch.cos(s0) - torch.cos(s1 + s0) > 1.0
         return torch.where(terminated, 0.0, self._reward), terminated
 
     def _observe(self, out: Tensor) -> None:
-        s0, s1, s2, s3 = self.state.unbind(1)
+        s0, s1, s2, s3 = self.s.unbind(0)
         torch.stack([torch.cos(s0), torch.sin(s0), torch.cos(s1), torch.sin(s1), s2, s3], dim=1, out=out)
 
 

@@ -68,11 +68,12 @@ class CartPole(ClassicEnv):
         self._reward = torch.ones(num_envs, dtype=dtype, device=dev)
 
     def _sample_initial_state(self) -> Tensor:
-        return self._uniform(-0.05, 0.05, (self.num_envs, 4))
+        return self._uniform(-0.05, 0.05, (4, self.num_envs))
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        x, x_dot, theta, theta_dot = self.state.unbind(1)
-        force = torch.where(action == 1, self.force_mag, -self.force_mag).to(self.dtype)
+        x, x_dot, theta, theta_dot = self.s.unbind(0)
+        # +force_mag where action == 1, else -force_mag (both exact in float32 and float64)
+        force = (action == 1).to(self.dtype) * (2 * self.force_mag) - self.force_mag
         costheta, sintheta = torch.cos(theta), torch.sin(theta)
         temp = (force + self.polemass_length * torch.square(theta_dot) * sintheta) / self.total_mass
         thetaacc = (self.gravity * sintheta - costheta * temp) / (
@@ -82,10 +83,9 @@ class CartPole(ClassicEnv):
         # explicit Euler: positions move with the old velocities
         new = torch.stack(
             [x + self.tau * x_dot, x_dot + self.tau * xacc, theta + self.tau * theta_dot, theta_dot + self.tau * thetaacc],
-            dim=1,
         )
-        self.state.copy_(new)
-        x, theta = self.state[:, 0], self.state[:, 2]
+        self.s.copy_(new)
+        x, theta = self.s[0], self.s[2]
         terminated = (
             (x < -self.x_threshold)
             | (x > self.x_threshold)
@@ -97,4 +97,4 @@ class CartPole(ClassicEnv):
         return self._reward, terminated
 
     def _observe(self, out: Tensor) -> None:
-        out.copy_(self.state)
+        out.copy_(self.s.T)

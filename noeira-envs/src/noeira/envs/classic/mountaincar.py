@@ -55,7 +55,7 @@ class _MountainCarBase(ClassicEnv):
 
     def _sample_initial_state(self) -> Tensor:
         position = self._uniform(-0.6, -0.4, (self.num_envs,))
-        return torch.stack([position, torch.zeros_like(position)], dim=1)
+        return torch.stack([position, torch.zeros_like(position)])
 
     def _move(self, velocity: Tensor, position: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Clip, integrate, stop at the left wall; returns (position, velocity, at goal)."""
@@ -67,7 +67,7 @@ class _MountainCarBase(ClassicEnv):
         return position, velocity, terminated
 
     def _observe(self, out: Tensor) -> None:
-        out.copy_(self.state)
+        out.copy_(self.s.T)
 
 
 class MountainCar(_MountainCarBase):
@@ -91,11 +91,11 @@ class MountainCar(_MountainCarBase):
         self._reward = torch.full((num_envs,), -1.0, dtype=self.dtype, device=self.device)
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        position, velocity = self.state.unbind(1)
+        position, velocity = self.s.unbind(0)
         push = (action - 1).to(self.dtype) * self.force
         velocity = velocity + (push + torch.cos(3 * position) * (-self.gravity))
         position, velocity, terminated = self._move(velocity, position)
-        self.state.copy_(torch.stack([position, velocity], dim=1))
+        self.s.copy_(torch.stack([position, velocity]))
         return self._reward, terminated
 
 
@@ -123,14 +123,14 @@ class MountainCarContinuous(_MountainCarBase):
         )
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        position, velocity = self.state.unbind(1)
+        position, velocity = self.s.unbind(0)
         a = self._float_action(action)
         force = torch.clamp(a, self.min_action, self.max_action)
         velocity = velocity + (force * self.power - 0.0025 * torch.cos(3 * position))
         position, velocity, terminated = self._move(velocity, position)
-        new = torch.stack([position, velocity], dim=1)
+        new = torch.stack([position, velocity])
         if self.dtype != torch.float32:
             new = new.float()  # gymnasium keeps this env's state in float32
-        self.state.copy_(new)
+        self.s.copy_(new)
         reward = terminated.to(self.dtype) * 100.0 - a**2 * 0.1
         return reward, terminated

@@ -49,7 +49,7 @@ class Pendulum(ClassicEnv):
     def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         dtype, dev = parse_dtype(config.dtype), backend.device
         self.g = config.g
-        self._high = torch.tensor([math.pi, 1.0], dtype=dtype, device=dev)  # reset bounds of th, thdot
+        self._high = torch.tensor([[math.pi], [1.0]], dtype=dtype, device=dev)  # reset bounds of th, thdot
         high = torch.tensor([1.0, 1.0, self.max_speed], dtype=dtype)
         super().__init__(
             config,
@@ -62,19 +62,19 @@ class Pendulum(ClassicEnv):
         )
 
     def _sample_initial_state(self) -> Tensor:
-        return self._uniform(-self._high, self._high, (self.num_envs, 2))
+        return self._uniform(-self._high, self._high, (2, self.num_envs))
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        th, thdot = self.state.unbind(1)
+        th, thdot = self.s.unbind(0)
         u = torch.clamp(self._float_action(action), -self.max_torque, self.max_torque)
         costs = angle_normalize(th) ** 2 + 0.1 * thdot**2 + 0.001 * (u**2)
         g, m, length, dt = self.g, self.m, self.l, self.dt
         newthdot = thdot + (3 * g / (2 * length) * torch.sin(th) + 3.0 / (m * length**2) * u) * dt
         newthdot = torch.clamp(newthdot, -self.max_speed, self.max_speed)
         newth = th + newthdot * dt
-        self.state.copy_(torch.stack([newth, newthdot], dim=1))
+        self.s.copy_(torch.stack([newth, newthdot]))
         return -costs, self._no_termination
 
     def _observe(self, out: Tensor) -> None:
-        th, thdot = self.state.unbind(1)
+        th, thdot = self.s.unbind(0)
         torch.stack([torch.cos(th), torch.sin(th), thdot], dim=1, out=out)
