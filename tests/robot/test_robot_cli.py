@@ -183,6 +183,8 @@ def test_teleop_needs_calibrations(leader_pty: PtyEmulator, pty: PtyEmulator,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["robot", "teleop", "--leader", leader_pty.port, "--follower", pty.port, "--yes"]) == 2
     assert "--leader-calibration FILE is required" in capsys.readouterr().err
+    assert main(["robot", "teleop", "--leader", pty.port, "--follower", pty.port, "--yes"]) == 2
+    assert "two different ports" in capsys.readouterr().err
 
 
 def test_teleop_ctrl_c_disarms(leader_pty: PtyEmulator, pty: PtyEmulator, emu: EmulatedBus, cal_path: Path,

@@ -69,6 +69,26 @@ def test_handlers_can_be_turned_off(url: str, cal_path: Path) -> None:
         assert signal.getsignal(signal.SIGTERM) is not safety._handler
 
 
+def test_connect_off_the_main_thread_still_covers_exit(url: str, cal_path: Path) -> None:
+    import atexit
+    import threading
+
+    arm = make_robot("so101", port=url, calibration=str(cal_path), timeout=0.01)
+    t = threading.Thread(target=arm.connect)
+    t.start()
+    t.join()
+    assert arm.connected and arm in safety.registered()
+    assert signal.getsignal(signal.SIGTERM) is not safety._handler  # only the main thread may
+    assert safety._atexit
+    atexit.unregister(safety.release_all)
+    atexit.register(safety.release_all)  # (it is registered; re-registering keeps one copy)
+    arm.disconnect()
+    arm.connect()  # on the main thread now
+    assert signal.getsignal(signal.SIGTERM) is safety._handler
+    arm.disconnect()
+    assert arm not in safety.registered()
+
+
 def test_release_in_the_middle_of_send_action_writes_no_goal(url: str, cal_path: Path, emu: EmulatedBus) -> None:
     arm = make_robot("so101", port=url, calibration=str(cal_path), timeout=0.01)
     with arm:

@@ -177,6 +177,8 @@ def cmd_setup_ids(args: argparse.Namespace) -> int:
 def cmd_teleop(args: argparse.Namespace) -> int:
     if args.hz <= 0:
         raise UserError(f"--hz: must be > 0, got {args.hz}")
+    if args.leader == args.follower:
+        raise UserError("teleop: --leader and --follower must be two different ports")
     for flag in ("leader_calibration", "follower_calibration"):
         if not getattr(args, flag):
             raise UserError(f"teleop: --{flag.replace('_', '-')} FILE is required (record one with noeira robot calibrate)")

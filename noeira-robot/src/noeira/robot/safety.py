@@ -29,6 +29,7 @@ _drivers: weakref.WeakSet[Any] = weakref.WeakSet()
 _lock = threading.Lock()
 _previous: dict[int, Any] = {}
 _installed = False
+_atexit = False
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -52,35 +53,37 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 
 def install_handlers() -> bool:
-    """Install the SIGINT/SIGTERM handlers (once; only possible on the main thread).
-    Returns whether they are installed."""
-    global _installed
+    """Register the atexit hook and install the SIGINT/SIGTERM handlers (once). Signal
+    handlers can only be installed from the main thread; returns whether they are."""
+    global _installed, _atexit
     with _lock:
+        if not _atexit:
+            atexit.register(release_all)
+            _atexit = True
         if _installed:
             return True
         if threading.current_thread() is not threading.main_thread():
-            return False
+            return False  # tried again on the next register() from the main thread
         for sig in SIGNALS:
             prev = signal.getsignal(sig)
             if prev is _handler:
                 continue
             _previous[sig] = prev if prev is not None else signal.SIG_DFL
             signal.signal(sig, _handler)
-        atexit.register(release_all)
         _installed = True
         return True
 
 
 def uninstall_handlers() -> None:
     """Put the previous handlers back (tests)."""
-    global _installed
+    global _installed, _atexit
     with _lock:
         for sig, prev in _previous.items():
             if signal.getsignal(sig) is _handler:
                 signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
         _previous.clear()
         atexit.unregister(release_all)
-        _installed = False
+        _installed = _atexit = False
 
 
 def register(driver: _Releasable) -> None:
