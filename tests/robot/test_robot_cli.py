@@ -202,3 +202,15 @@ def test_teleop_ctrl_c_disarms(leader_pty: PtyEmulator, pty: PtyEmulator, emu: E
     assert not any(emu[i].torque for i in IDS)
     out = capsys.readouterr().out
     assert "interrupted" in out and "follower disarmed" in out
+
+
+def test_example_script_runs_on_emulated_arms() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "robot_teleop.py"
+    out = subprocess.run([sys.executable, str(script), "--seconds", "0.5", "--hz", "200"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    leader = out[0].removeprefix("leader").strip()
+    follower = out[1].removeprefix("follower").strip()
+    assert leader == follower, out
