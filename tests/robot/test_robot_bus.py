@@ -187,3 +187,23 @@ def test_over_a_pty(pty: PtyEmulator, emu: EmulatedBus) -> None:
         emu.drop_replies = 3
         with pytest.raises(BusError):
             b.read(3, "Present_Position")
+
+
+@pytest.mark.parametrize("emergency", [False, True])
+def test_emergency_release_survives_a_half_sent_packet(bus: FeetechBus, emu: EmulatedBus, emergency: bool) -> None:
+    from noeira.robot.protocol import PacketReader, instruction_packet, sync_write_params
+
+    emu.reader = PacketReader(backtrack=False)  # servos that swallow a whole bad packet
+    for s in emu.servos.values():
+        s.set("Torque_Enable", 1)
+    goals = instruction_packet(BROADCAST_ID, Instr.SYNC_WRITE,
+                               sync_write_params(42, 2, {i: b"\x00\x08" for i in IDS}))
+    # a signal handler cuts in after the first bytes of a goal packet went out
+    emu.handle(goals[:5])
+    if emergency:
+        emu.clear_log()
+        bus.release_torque(emergency=True)  # broadcast only, no SYNC_WRITE to help it
+        assert not any(s.torque for s in emu.servos.values())
+    else:  # a single broadcast release vanishes into the half packet
+        emu.handle(instruction_packet(BROADCAST_ID, Instr.WRITE, bytes((40, 0))))
+        assert all(s.torque for s in emu.servos.values())

@@ -65,7 +65,8 @@ class FeetechBus:
         self.port_name = port
         self.timeout = float(timeout)
         self.retries = int(retries)
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
+        """Held during every transaction; re-entrant. Hold it to make several calls atomic."""
         self._reader = PacketReader()
         try:
             self._ser = serial.serial_for_url(port, baudrate=baudrate, timeout=self.timeout, write_timeout=1.0)
@@ -81,7 +82,7 @@ class FeetechBus:
         return bool(getattr(self._ser, "is_open", False))
 
     def close(self) -> None:
-        with self._lock:
+        with self.lock:
             if self.is_open:
                 self._ser.close()
 
@@ -139,7 +140,7 @@ class FeetechBus:
 
     def _transact(self, ident: int, instr: int, params: bytes, data_len: int, also: int | None = None) -> Packet:
         """Send and wait for one status packet, retrying on BusError."""
-        with self._lock:
+        with self.lock:
             for attempt in range(self.retries + 1):
                 self._send(ident, instr, params)
                 try:
@@ -165,7 +166,7 @@ class FeetechBus:
     def broadcast_ping(self, timeout: float | None = None) -> list[int]:
         """IDs that answer a broadcast PING within ``timeout``. Meant for a bus with one
         servo (setup); several servos may answer on top of each other."""
-        with self._lock:
+        with self.lock:
             self._send(BROADCAST_ID, Instr.PING, b"")
             deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
             found: list[int] = []
@@ -190,7 +191,7 @@ class FeetechBus:
         """WRITE ``data`` at ``addr``; waits for the status packet unless broadcast."""
         params = bytes((addr,)) + bytes(data)
         if ident == BROADCAST_ID:
-            with self._lock:
+            with self.lock:
                 self._send(ident, Instr.WRITE, params)
         else:
             self._transact(ident, Instr.WRITE, params, 0)
@@ -205,7 +206,7 @@ class FeetechBus:
         """Persist ``value`` in an EEPROM register: unlock (Lock = 0), write, lock again.
         Writing ``ID`` re-locks the servo under its new ID."""
         r = reg(register)
-        with self._lock:
+        with self.lock:
             self.write(ident, "Lock", 0)
             try:
                 if r.name == "ID":  # the servo may answer under its old or its new ID
@@ -221,7 +222,7 @@ class FeetechBus:
         r = reg(register)
         params = bytes((r.addr,)) + encode_value(value, r.size, r.sign_bit)
         if ident == BROADCAST_ID:
-            with self._lock:
+            with self.lock:
                 self._send(ident, Instr.REG_WRITE, params)
         else:
             self._transact(ident, Instr.REG_WRITE, params, 0)
@@ -229,7 +230,7 @@ class FeetechBus:
     def action(self, ident: int = BROADCAST_ID) -> None:
         """ACTION: apply the staged REG_WRITEs (broadcast by default: no reply)."""
         if ident == BROADCAST_ID:
-            with self._lock:
+            with self.lock:
                 self._send(ident, Instr.ACTION, b"")
         else:
             self._transact(ident, Instr.ACTION, b"", 0)
@@ -274,7 +275,7 @@ class FeetechBus:
         bits raise :class:`MotorError` unless ``check`` is False."""
         ids = list(dict.fromkeys(ids))
         out: dict[int, Packet] = {}
-        with self._lock:
+        with self.lock:
             todo = ids
             for attempt in range(self.retries + 1):
                 self._send(BROADCAST_ID, Instr.SYNC_READ, sync_read_params(addr, size, todo))
@@ -303,14 +304,23 @@ class FeetechBus:
         """One SYNC_WRITE packet setting ``register`` on each servo: ``{id: value}``."""
         r = reg(register)
         data = {i: encode_value(v, r.size, r.sign_bit) for i, v in values.items()}
-        with self._lock:
+        with self.lock:
             self._send(BROADCAST_ID, Instr.SYNC_WRITE, sync_write_params(r.addr, r.size, data))
 
-    def release_torque(self, ids: Iterable[int] = ()) -> None:
+    def release_torque(self, ids: Iterable[int] = (), *, emergency: bool = False) -> None:
         """Torque off: a broadcast WRITE of Torque_Enable = 0 (reaches every servo, needs no
         reply), then a SYNC_WRITE of the same for ``ids``. Safe to call from a signal
-        handler in the middle of another transaction (the lock is re-entrant)."""
-        with self._lock:
+        handler in the middle of another transaction (the lock is re-entrant). ``emergency``
+        repeats the broadcast: if it cut into a half-sent packet, the servos' parsers swallow
+        the first copies as the rest of that packet and still read a whole one after."""
+        packet = instruction_packet(BROADCAST_ID, Instr.WRITE, bytes((REGISTERS["Torque_Enable"].addr, 0)))
+        with self.lock:
+            if emergency:
+                try:
+                    self._ser.write(packet * 4)
+                    self._ser.flush()
+                except Exception as err:
+                    raise BusError(f"{self.port_name}: write failed: {err}") from err
             self.write(BROADCAST_ID, "Torque_Enable", 0)
             ids = list(ids)
             if ids:
@@ -326,7 +336,7 @@ class FeetechBus:
         """``(id, model number, model name)`` for every servo in ``ids`` that answers a PING.
         Each missing ID costs ``timeout`` (default: the bus timeout), without retries."""
         found = []
-        with self._lock:
+        with self.lock:
             saved = self.timeout, self.retries
             self.timeout = saved[0] if timeout is None else timeout
             self.retries = 0

@@ -219,7 +219,10 @@ class PacketReader:
 
     MAX_LEN = 252
 
-    def __init__(self) -> None:
+    def __init__(self, backtrack: bool = True) -> None:
+        self.backtrack = backtrack
+        """False: on a bad checksum drop the whole claimed packet, as a simple servo parser
+        does, instead of searching again from the byte after its header."""
         self._buf = bytearray()
         self.rejected = 0
         self.last_problem = ""
@@ -276,7 +279,7 @@ class PacketReader:
                 return None
             body = bytes(buf[2 : 4 + length - 1])
             if checksum(body) != buf[4 + length - 1]:
-                self._reject(0, f"bad checksum from ID {ident}")
+                self._reject(0 if self.backtrack else 4 + length - 1, f"bad checksum from ID {ident}")
                 continue
             del buf[: 4 + length]
             return Packet(ident, body[2], body[3:])

@@ -247,7 +247,7 @@ class _SO101Arm:
         """Torque off now, without waiting for replies (signal handlers, atexit)."""
         self.armed = False
         if self.bus is not None and self.bus.is_open:
-            self.bus.release_torque(self.ids)
+            self.bus.release_torque(self.ids, emergency=True)
 
     def __enter__(self) -> _SO101Arm:
         self.connect()
@@ -381,13 +381,18 @@ class SO101Follower(_SO101Arm):
         fault on the way releases torque before it propagates."""
         if not self.armed:
             raise RobotNotArmedError("send_action: the arm is not armed (call arm() first); nothing was written")
+        targets: dict[str, float] = {}
         for j, v in action.items():
             if j not in self.joints:
                 raise UserError(f"send_action: unknown joint {j!r} (joints: {', '.join(self.joints)})")
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
+            try:
+                targets[j] = float(v)
+            except (TypeError, ValueError):
+                targets[j] = math.nan
+            if not math.isfinite(targets[j]):
                 raise UserError(f"send_action: {j} must be a finite number, got {v!r}")
         try:
-            return self._send_action(action)
+            return self._send_action(targets)
         except RobotError as err:
             if not isinstance(err, RobotNotArmedError):
                 self.emergency_release()  # a bus or motor fault while armed: stop holding
@@ -402,17 +407,17 @@ class SO101Follower(_SO101Arm):
         for j, v in action.items():
             c = cal[j]
             pct = j == GRIPPER
-            target = min(max(c.to_ticks(float(v), pct), c.range_min), c.range_max)
+            target = min(max(c.to_ticks(v, pct), c.range_min), c.range_max)
             here = self.calibrated_ticks(j, tele[j].position)
             step = self.config.max_step_gripper / 100 * (c.range_max - c.range_min) if pct \
                 else self.config.max_step_deg * TICKS_PER_DEG
             goals[j] = round(min(max(target, here - step), here + step))
         if goals:
-            with bus._lock:  # a signal handler on this thread may release torque in between
+            with bus.lock:  # no other thread's disarm can slip between the check and the write
                 if not self.armed:
                     raise RobotNotArmedError("send_action: torque was released meanwhile; nothing was written")
                 bus.sync_write("Goal_Position", {self.joints[j]: self.motor_ticks(j, t) for j, t in goals.items()})
-            if not self.armed:  # released while writing: make sure the goal did not re-enable it
+            if not self.armed:  # a signal handler released torque meanwhile: the goal must not re-enable it
                 self.emergency_release()
         return {j: cal[j].to_user(t, j == GRIPPER) for j, t in goals.items()}
 
