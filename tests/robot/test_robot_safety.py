@@ -160,3 +160,10 @@ def test_interpreter_exit_releases_torque(pty: PtyEmulator, cal_path: Path, mode
     proc = _run(pty, cal_path, mode, None)
     assert proc.returncode == (0 if mode == "exit" else 1)
     assert not any(torque(pty.bus))
+
+
+def test_driver_and_cli_hook_do_not_import_torch() -> None:
+    code = ("import sys, noeira.robot.cli, noeira.robot.so101, noeira.robot.emulator; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "assert 'serial' not in sys.modules, 'the CLI hook must not import pyserial'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

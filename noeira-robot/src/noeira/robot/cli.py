@@ -247,7 +247,7 @@ def noeira_add_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p = sub.add_parser("scan", help="list the servos on a bus: ID, model number, model name")
     _common(p)
     p.add_argument("--ids", default="0-253", help="IDs to try, e.g. 1-6 or 1,2,5 (default 0-253)")
-    p.add_argument("--timeout", type=float, default=0.02, help="seconds to wait for each ID (default 0.02)")
+    p.add_argument("--timeout", type=float, default=0.05, help="seconds to wait for each ID (default 0.05)")
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("read", help="print the arm's joint positions as one JSON object")
