@@ -31,6 +31,18 @@ ENVS = [
 N = 3  # envs in our batch, each against its own gymnasium env
 
 
+@pytest.fixture(autouse=True)
+def _mujoco_warnings_to_python():
+    """gymnasium compiles its models with MuJoCo's default warning handler, which writes
+    MUJOCO_LOG.TXT into the working directory; send them to Python's warnings instead."""
+    import mujoco
+
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(lambda msg: warnings.warn(f"MuJoCo: {msg}", stacklevel=2))
+    yield
+    mujoco.set_mju_user_warning(previous)
+
+
 @pytest.mark.parametrize(("name", "gym_id", "steps", "scale"), ENVS, ids=[e[0] for e in ENVS])
 def test_matches_gymnasium_v5(name: str, gym_id: str, steps: int, scale: float) -> None:
     ours = make_env(name, num_envs=N, backend="cpu", seed=0, dtype="float64")

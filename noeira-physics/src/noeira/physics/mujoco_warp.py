@@ -41,6 +41,12 @@ except ImportError as _e:  # the registry shows this message with the plugin's n
 
 __all__ = ["MujocoWarpEngine"]
 
+wp.config.quiet = True  # no banner, no line per kernel module loaded
+
+# MuJoCo's integration state and inputs (mjSTATE_INTEGRATION), as reset_data leaves them
+_RESET_STATE = ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_applied", "xfrc_applied",
+                "eq_active", "mocap_pos", "mocap_quat", "userdata")
+
 
 class MujocoWarpEngine:
     """MuJoCo Warp for ``num_worlds`` worlds on the backend's device; tensors are float32."""
@@ -101,6 +107,10 @@ class MujocoWarpEngine:
         """``[N]`` simulation time."""
         self.sensordata: Tensor = self.field("sensordata")
         """``[N, nsensordata]`` sensor readings."""
+        # the state reset(mask) restores: what put_data of a fresh MjData holds
+        self._state = {name: wp.to_torch(getattr(self._d, name)) for name in _RESET_STATE
+                       if isinstance(getattr(self._d, name, None), wp.array)}
+        self._initial = {name: t[:1].clone() for name, t in self._state.items() if t.numel()}
 
     def _stream(self) -> AbstractContextManager[object]:
         if self.device.type == "cuda":
@@ -147,17 +157,25 @@ class MujocoWarpEngine:
                 t.copy_(torch.where(keep, self._saved[name], t))
 
     def reset(self, mask: Tensor | None = None) -> None:
-        """The worlds where ``mask [N]`` is True (all when None) back to the initial state."""
-        with self._stream():
-            if mask is None:
+        """The worlds where ``mask [N]`` is True (all when None) back to the initial state.
+
+        ``mask=None`` runs MuJoCo Warp's ``reset_data``. A mask resets the state arrays in
+        torch, to the values ``reset_data`` gives them (recorded at construction), with
+        ``torch.where``: ``reset_data`` builds its kernels on every call, which costs
+        milliseconds of Python per step in an env that resets its finished worlds each
+        step; everything else is recomputed from the state by the next forward or step.
+        """
+        if mask is None:
+            with self._stream():
                 mjw.reset_data(self._m, self._d)
-            else:
-                mjw.reset_data(self._m, self._d, reset=wp.from_torch(mask.contiguous(), dtype=wp.bool))
-        for t in self._fields.values():
-            if mask is None:
+            for t in self._fields.values():
                 t.zero_()
-            else:
-                t.masked_fill_(mask.view(-1, *([1] * (t.dim() - 1))), 0)
+            return
+        for name, init in self._initial.items():
+            t = self._state[name]
+            t.copy_(torch.where(mask.view(-1, *([1] * (t.dim() - 1))), init, t))
+        for t in self._fields.values():
+            t.masked_fill_(mask.view(-1, *([1] * (t.dim() - 1))), 0)
 
     def close(self) -> None:
         pass

@@ -1,0 +1,294 @@
+"""MuJoCo physics side by side: env steps per second of half_cheetah, ant, humanoid at
+several world counts, for
+
+  warp-raw      MuJoCo Warp alone: frame_skip x mjw.step (+ rne_postconstraint where the env
+                needs it), recorded as one CUDA graph on the GPU
+  warp-env      our env on physics=mujoco-warp: env.step recorded as a torch CUDA graph on
+                the GPU (obs, reward, autoreset included), eager on the CPU
+  batch-raw     mujoco.batch.Batch.step alone on --threads threads (what physics=mujoco runs
+                for half_cheetah)
+  rollout-raw   mujoco.rollout on --threads threads (one call for many steps, no Python per step)
+  mujoco-env    our env on physics=mujoco with --threads threads
+  gym-vec       gymnasium's vector env of the v5 env (SyncVectorEnv; up to --gym-max envs)
+
+An env step is frame_skip MuJoCo steps (5 for all three). Rows that need what is not
+installed (Warp, a GPU) are skipped. Examples:
+
+  python benchmarks/physics.py --quick                      # CPU, small sizes
+  python benchmarks/physics.py --worlds 1024 4096 16384 32768 --threads 16 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+MODELS = {  # benchmark name -> (our env, gymnasium id, xml, frame_skip, env needs rne_postconstraint)
+    "half_cheetah": ("halfcheetah", "HalfCheetah-v5", "half_cheetah.xml", 5, False),
+    "ant": ("ant", "Ant-v5", "ant.xml", 5, True),
+    "humanoid": ("humanoid", "Humanoid-v5", "humanoid.xml", 5, True),
+}
+
+
+def asset(xml: str) -> str:
+    spec = importlib.util.find_spec("gymnasium")
+    return os.path.join(list(spec.submodule_search_locations)[0], "envs", "mujoco", "assets", xml)
+
+
+def timed(step: Callable[[], None], sync: Callable[[], None], min_time: float, warmup: int = 3) -> float:
+    """Calls of ``step`` per second, run for at least ``min_time`` seconds after warm-up."""
+    for _ in range(warmup):
+        step()
+    sync()
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        step()
+        calls += 1
+        if calls % 4 == 0:
+            sync()
+            dt = time.perf_counter() - t0
+            if dt >= min_time:
+                return calls / dt
+
+
+def host_model(xml: str):
+    import mujoco
+
+    return mujoco.MjModel.from_xml_path(xml)
+
+
+# -- rows ----------------------------------------------------------------------------------
+
+
+def warp_raw(name: str, n: int, device: str, args) -> float:
+    import mujoco
+    import mujoco_warp as mjw
+    import warp as wp
+
+    _, _, xml, fs, rne = MODELS[name]
+    m = host_model(asset(xml))
+    if m.opt.solver == mujoco.mjtSolver.mjSOL_PGS:
+        m.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON  # as our engine does
+    with wp.ScopedDevice(device):
+        mm = mjw.put_model(m)
+        d = mjw.put_data(m, mujoco.MjData(m), nworld=n)
+        ctrl = wp.to_torch(d.ctrl)
+        ctrl.uniform_(-0.3, 0.3)
+
+        def body() -> None:
+            for _ in range(fs):
+                mjw.step(mm, d)
+            if rne:
+                mjw.rne_postconstraint(mm, d)
+
+        body()  # compile
+        if device.startswith("cuda"):
+            with wp.ScopedCapture() as cap:
+                body()
+            graph = cap.graph
+            rate = timed(lambda: wp.capture_launch(graph), wp.synchronize, args.min_time)
+        else:
+            rate = timed(body, wp.synchronize, args.min_time)
+    return rate * n
+
+
+def warp_env(name: str, n: int, device: str, args) -> float:
+    from noeira.core import make_env
+
+    env = make_env(MODELS[name][0], num_envs=n, backend=device.split(":")[0], seed=0, physics="mujoco-warp")
+    env.reset(seed=0)
+    action = torch.zeros((n, *env.action_space.shape), device=env.device)
+    gen = torch.Generator(device=env.device).manual_seed(0)
+
+    def step() -> None:
+        action.uniform_(-1, 1, generator=gen)
+        env.step(action)
+
+    if env.device.type == "cuda":
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        rate = timed(g.replay, torch.cuda.synchronize, args.min_time)
+    else:
+        rate = timed(step, lambda: None, args.min_time)
+    env.close()
+    return rate * n
+
+
+def batch_raw(name: str, n: int, device: str, args) -> float:
+    from mujoco import batch as mj_batch
+
+    _, _, xml, fs, _ = MODELS[name]
+    m = host_model(asset(xml))
+    b = mj_batch.Batch(m, nsim=n, nthread=args.threads)
+    b.reset()
+    ctrl = b.bind("ctrl")
+    rng = np.random.default_rng(0)
+
+    def step() -> None:
+        ctrl[:] = rng.uniform(-0.3, 0.3, ctrl.shape)
+        b.step(nstep=fs)
+
+    return timed(step, lambda: None, args.min_time) * n
+
+
+def rollout_raw(name: str, n: int, device: str, args) -> float:
+    import mujoco
+    from mujoco import rollout
+
+    _, _, xml, fs, _ = MODELS[name]
+    m = host_model(asset(xml))
+    datas = [mujoco.MjData(m) for _ in range(args.threads)]
+    state0 = np.zeros((n, mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS)))
+    mujoco.mj_getState(m, datas[0], state0[0], mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    state0[:] = state0[0]
+    env_steps = 20  # per call, so the per-call cost is amortized as in a long run
+    ctrl = np.random.default_rng(0).uniform(-0.3, 0.3, (n, env_steps * fs, m.nu))
+    with rollout.Rollout(nthread=args.threads) as r:
+        rate = timed(lambda: r.rollout(m, datas, state0, ctrl), lambda: None, args.min_time, warmup=1)
+    return rate * n * env_steps
+
+
+def mujoco_env(name: str, n: int, device: str, args) -> float:
+    from noeira.core import make_env
+
+    env = make_env(MODELS[name][0], num_envs=n, backend="cpu", seed=0, physics="mujoco",
+                   physics_options={"nthread": args.threads})
+    env.reset(seed=0)
+    gen = torch.Generator().manual_seed(0)
+    shape = (n, *env.action_space.shape)
+
+    def step() -> None:
+        env.step(torch.rand(shape, generator=gen) * 2 - 1)
+
+    rate = timed(step, lambda: None, args.min_time)
+    env.close()
+    return rate * n
+
+
+def gym_vec(name: str, n: int, device: str, args) -> float:
+    import gymnasium as gym
+
+    if n > args.gym_max:
+        raise SkipRow(f"> --gym-max {args.gym_max}")
+    envs = gym.make_vec(MODELS[name][1], num_envs=n, vectorization_mode="sync")
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    rate = timed(lambda: envs.step(envs.action_space.sample()), lambda: None, args.min_time)
+    envs.close()
+    return rate * n
+
+
+class SkipRow(Exception):
+    pass
+
+
+def _needs_warp(device: str) -> str | None:
+    if importlib.util.find_spec("mujoco_warp") is None or importlib.util.find_spec("warp") is None:
+        return "warp not installed (pip install 'noeira-physics[warp]')"
+    return None
+
+
+ROWS: dict[str, tuple[Callable, Callable[[str], str | None]]] = {
+    "warp-raw": (warp_raw, _needs_warp),
+    "warp-env": (warp_env, _needs_warp),
+    "batch-raw": (batch_raw, lambda d: None),
+    "rollout-raw": (rollout_raw, lambda d: None),
+    "mujoco-env": (mujoco_env, lambda d: None),
+    "gym-vec": (gym_vec, lambda d: None if importlib.util.find_spec("gymnasium") else "gymnasium not installed"),
+}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes for a CPU check")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--worlds", nargs="+", type=int, default=None, help="world counts (default 1024..32768)")
+    p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for MuJoCo C")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="device for Warp")
+    p.add_argument("--min-time", type=float, default=None, help="seconds per measurement")
+    p.add_argument("--gym-max", type=int, default=None, help="largest gymnasium vector env")
+    p.add_argument("--json", default=None, help="write the results here")
+    args = p.parse_args()
+    if args.worlds is None:
+        args.worlds = [16, 64] if args.quick else [1024, 4096, 16384, 32768]
+    if args.min_time is None:
+        args.min_time = 0.5 if args.quick else 2.0
+    if args.gym_max is None:
+        args.gym_max = 64 if args.quick else 1024
+    warnings.simplefilter("ignore")  # MuJoCo's settotalmass, Warp's PGS -> Newton note
+    import mujoco
+
+    mujoco.set_mju_user_warning(lambda msg: None)  # not to stderr and MUJOCO_LOG.TXT
+    try:
+        import warp as wp
+
+        wp.config.quiet = True
+    except ImportError:
+        pass
+
+    results: list[dict] = []
+    print(f"device={args.device} ({torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}), "
+          f"threads={args.threads}, torch {torch.__version__}", flush=True)
+    for name in args.models:
+        for n in args.worlds:
+            for row in args.rows:
+                fn, needs = ROWS[row]
+                why = needs(args.device)
+                if why is None:
+                    try:
+                        rate = fn(name, n, args.device, args)
+                        results.append({"model": name, "worlds": n, "row": row, "steps_per_s": rate})
+                        print(f"{name:13s} {n:6d} {row:12s} {rate:12.4g} env steps/s", flush=True)
+                        continue
+                    except SkipRow as e:
+                        why = str(e)
+                    except Exception as e:  # a benchmark row failing must not hide the others
+                        why = f"{type(e).__name__}: {e}"
+                results.append({"model": name, "worlds": n, "row": row, "skipped": why})
+                print(f"{name:13s} {n:6d} {row:12s} skipped: {why}", flush=True)
+
+    # the table: one line per (model, worlds), one column per row kind
+    cols = args.rows
+    print()
+    print(f"{'model':13s} {'worlds':>6s} " + " ".join(f"{c:>12s}" for c in cols) + "   env/raw")
+    for name in args.models:
+        for n in args.worlds:
+            cells, got = [], {}
+            for c in cols:
+                r = next((r for r in results if r["model"] == name and r["worlds"] == n and r["row"] == c), None)
+                if r and "steps_per_s" in r:
+                    got[c] = r["steps_per_s"]
+                    cells.append(f"{r['steps_per_s']:12.3g}")
+                else:
+                    cells.append(f"{'-':>12s}")
+            ratios = []
+            if "warp-env" in got and "warp-raw" in got:
+                ratios.append(f"warp {got['warp-env'] / got['warp-raw']:.2f}")
+            if "mujoco-env" in got and "batch-raw" in got:
+                ratios.append(f"mujoco/batch {got['mujoco-env'] / got['batch-raw']:.2f}")
+            print(f"{name:13s} {n:6d} " + " ".join(cells) + "   " + ", ".join(ratios))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "results": results}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
