@@ -125,11 +125,12 @@ class PerCallBufferAgent(CleanAgent):
 
 
 class HostTensorAgent(CleanAgent):
-    """CleanAgent that scales its loss by a tensor kept on the CPU."""
+    """CleanAgent that scales its loss by a tensor kept on the CPU (a CPU scalar would be read
+    at launch, fine while constant; a CPU tensor is copied from host memory)."""
 
     def __init__(self, spec: EnvSpec, backend: Backend, config: CleanAgent.Config) -> None:
         super().__init__(spec, backend, config)
-        self.scale = torch.ones(())
+        self.scale = torch.ones(1)
 
     def loss(self) -> Tensor:
-        return super().loss() * self.scale.to(self.device)  # PLANTED: a host-to-device copy
+        return (super().loss() * self.scale.to(self.device)).sum()  # PLANTED: a host-to-device copy

@@ -134,14 +134,26 @@ def _short(path: str) -> str:
     return path
 
 
-def _sig(x: Any) -> Any:
+def _sig(x: Any, det: Detector) -> Any:
     if isinstance(x, Tensor):
+        if det.cuda and x.device.type == "cpu" and x.dim() == 0:
+            # a CPU scalar in a CUDA op is read at launch: harmless while constant, so compare its value
+            det.quiet += 1
+            try:
+                return ("cpu scalar", x.item(), x.dtype)
+            finally:
+                det.quiet -= 1
         return ("tensor", tuple(x.shape), x.dtype, x.device.type)
     if isinstance(x, torch.Generator):
         return ("generator", x.device.type)
     if isinstance(x, (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)):
         return x
     return type(x).__name__
+
+
+def _host(t: Tensor) -> bool:
+    """A CPU tensor that is not a scalar (scalars are compared by value instead)."""
+    return t.device.type == "cpu" and t.dim() > 0
 
 
 class Detector:
@@ -203,7 +215,9 @@ class _FunctionMode(TorchFunctionMode):
                 det.report("host sync", what or "Tensor.cpu() of a device tensor")
                 det.quiet += 1
                 try:
-                    return func(*args, **kwargs)
+                    with warnings.catch_warnings():  # reported already; keep sync-debug warnings quiet
+                        warnings.simplefilter("ignore")
+                        return func(*args, **kwargs)
                 finally:
                     det.quiet -= 1
         return func(*args, **kwargs)
@@ -233,7 +247,7 @@ class _DispatchMode(TorchDispatchMode):
             synced = True
         if name in _COPY_OPS:
             synced = self._copy(name, args, kwargs, tensors, located) or synced
-        elif det.cuda and any(t.device.type == "cpu" for t in tensors):
+        elif det.cuda and any(_host(t) for t in tensors):
             det.report("cpu tensor", f"aten.{name} with a CPU tensor in a CUDA step (read on the host: "
                                      "a recording freezes its value)", located)
         if det.cuda:
@@ -245,10 +259,10 @@ class _DispatchMode(TorchDispatchMode):
         else:
             out = func(*args, **kwargs)
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, Tensor)]
-        if det.cuda and not tensors and any(t.device.type == "cpu" for t in outs):
+        if det.cuda and not tensors and any(_host(t) for t in outs):
             det.report("cpu tensor", f"aten.{name} makes a CPU tensor in a CUDA step (host work is not recorded)",
                        located)
-        det.trace.append((name, tuple(_sig(x) for x in flat), located, tuple(tuple(t.shape) for t in outs)))
+        det.trace.append((name, tuple(_sig(x, det) for x in flat), located, tuple(tuple(t.shape) for t in outs)))
         in_ptrs = {_ptr(t) for t in tensors}
         for t in outs:
             p = _ptr(t)
@@ -261,7 +275,11 @@ class _DispatchMode(TorchDispatchMode):
         if name == "copy_" or name.startswith("_copy_from"):
             dst, src = (args[0], args[1]) if name == "copy_" else (args[1], args[0])
             src_dev, dst_dev = src.device.type, dst.device.type
+            if src_dev == "cpu" and src.dim() == 0:
+                return False  # `x[i] = 1.0`: a CPU scalar, compared by value between calls
         else:
+            if tensors and tensors[0].device.type == "cpu" and tensors[0].dim() == 0:
+                return False
             src_dev = tensors[0].device.type if tensors else "cpu"
             dev = kwargs.get("device")
             dst_dev = torch.device(dev).type if dev is not None else src_dev

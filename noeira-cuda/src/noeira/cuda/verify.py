@@ -43,7 +43,7 @@ def digest(t: Tensor) -> str:
     t = t.detach()
     h = hashlib.blake2b(f"{t.dtype}{tuple(t.shape)}".encode(), digest_size=16)
     if t.numel():
-        raw = t.contiguous().reshape(-1)
+        raw = torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t).reshape(-1)  # plain strides
         raw = raw.view(torch.uint8) if raw.dtype != torch.bool else raw.to(torch.uint8)
         h.update(raw.cpu().numpy().tobytes())
     return h.hexdigest()
