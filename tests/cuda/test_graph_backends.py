@@ -250,3 +250,30 @@ def test_agents_replay_bit_identically(agent: str, env: str) -> None:
     diff = first_difference(run_hashes(cfg, None, 6), run_hashes(cfg, graph.wrap, 6))
     assert diff is None, f"iteration {diff[0] + 1}: {diff[1][:5]}"
     assert all(s.graph is not None for s in graph.steps)
+
+
+def test_driver_warns_once_for_an_env_that_is_not_capture_safe(agents, tmp_path, caplog) -> None:
+    pytest.importorskip("gymnasium")
+    from noeira.core.driver import train
+
+    cfg = resolve({"backend": "cpu", "agent": {"name": "clean"}, "env": {"name": "gym:CartPole-v1", "num_envs": 2},
+                   "graph": {"name": "stream"}, "run": {"total_steps": 64, "eval_episodes": 0, "progress": False}})
+    with caplog.at_level(logging.INFO, logger="noeira"):
+        record = train(cfg, run_dir=tmp_path / "run")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "not capture-safe" in warnings[0] and "collect runs eagerly" in warnings[0]
+    assert record["graph"] == "stream" and record["capture_env"] is False and record["capture_train"] is True
+    assert sum("steps run eagerly" in r.getMessage() for r in caplog.records) == 1  # stream: off CUDA, one line
+
+
+@pytest.mark.cuda
+def test_driver_trains_under_stream_and_device(agents, tmp_path, monkeypatch) -> None:
+    from noeira.core.driver import train
+
+    for graph in ("stream", "device"):
+        monkeypatch.setenv("NOEIRA_GRAPH_BACKEND", graph)
+        cfg = resolve({"backend": "cuda", "agent": {"name": "clean"}, "env": {"name": "corridor", "num_envs": 64},
+                       "run": {"total_steps": 64 * 8 * 12, "eval_episodes": 4, "progress": False}})
+        record = train(cfg, run_dir=tmp_path / graph)
+        assert record["graph"] == graph and record["capture_env"] is True and record["outcome"] == "completed"
+        assert record["final_eval"]["episodes"] == 4
