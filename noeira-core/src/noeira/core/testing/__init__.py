@@ -116,7 +116,7 @@ def check_agent(agent: Agent, env: BatchedEnv, *, iterations: int = 2) -> None:
     run, ``learn`` returns device scalars, checkpoints round-trip."""
     assert isinstance(agent, Agent), f"{type(agent).__name__} does not implement Agent"
     assert isinstance(agent.steps_per_collect, int) and agent.steps_per_collect > 0, "steps_per_collect must be > 0"
-    obs = env.reset(seed=0)
+    obs = env.reset(seed=0).clone()  # env.obs is the env's buffer: collect below overwrites it
     for det in (True, False):
         with torch.no_grad():
             act = agent.act(obs, deterministic=det)
