@@ -214,3 +214,10 @@ def test_example_script_runs_on_emulated_arms() -> None:
     leader = out[0].removeprefix("leader").strip()
     follower = out[1].removeprefix("follower").strip()
     assert leader == follower, out
+
+
+def test_emulate_serves_ports(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["robot", "emulate", "--count", "2", "--seconds", "0.1"]) == 0
+    ports = capsys.readouterr().out.split()
+    assert len(ports) == 2 and all(p.startswith("/dev/") for p in ports)
+    assert main(["robot", "emulate", "--count", "0"]) == 2
