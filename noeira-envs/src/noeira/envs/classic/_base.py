@@ -43,9 +43,20 @@ class ClassicConfig:
 
 class ClassicEnv(TensorEnv):
     """A TensorEnv whose physical state is ``self.s`` ``[state_dim, N]`` (see the module
-    docstring); subclasses write ``_sample_initial_state``, ``_advance`` and ``_observe``."""
+    docstring); subclasses set ``state_dim`` and ``reset_low``/``reset_high`` and write
+    ``_physics`` and ``_observe``.
+
+    Reset states are drawn for every env at the start of each step into a buffer (one
+    generator call per step, fixed shapes); the envs that end in the step keep their draw.
+    One draw per step also keeps ``torch.compile`` to one graph break around it.
+    """
 
     state_dim: int
+    reset_low: tuple[float, ...]
+    reset_high: tuple[float, ...]
+    """Reset state uniform in ``[reset_low, reset_high)`` per variable (gymnasium's bounds)."""
+    reset_float32: bool = False
+    """Round reset states to float32 (gymnasium's Acrobot keeps them so)."""
 
     def __init__(
         self,
@@ -72,22 +83,37 @@ class ClassicEnv(TensorEnv):
         )
         self.config = config
         self.s = torch.zeros((self.state_dim, num_envs), dtype=dtype, device=self.device)
+        self._fresh = torch.zeros_like(self.s)  # reset draws, written in place every step
+        low = torch.tensor(self.reset_low, dtype=dtype, device=self.device).unsqueeze(1)
+        high = torch.tensor(self.reset_high, dtype=dtype, device=self.device).unsqueeze(1)
+        self._reset_low, self._reset_span = low, high - low
         self._no_termination = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
-        self._reset_envs(self._all)
-        self._observe(self._result.obs)
+        self.reset(seed)
 
-    def _uniform(self, low: Tensor | float, high: Tensor | float, shape: tuple[int, ...]) -> Tensor:
-        """Uniform samples in ``[low, high)`` from the env's generator (gymnasium's
-        ``np_random.uniform`` in distribution)."""
-        u = torch.rand(shape, generator=self.generator, dtype=self.dtype, device=self.device)
-        return low + u * (high - low)
+    def _draw_reset_states(self) -> None:
+        """A fresh state for every env into ``self._fresh`` ``[state_dim, N]``: numpy's
+        ``uniform(low, high) = low + (high - low) * random()``, from ``self.generator``."""
+        self._fresh.uniform_(0.0, 1.0, generator=self.generator)
+        self._fresh.mul_(self._reset_span).add_(self._reset_low)
+        if self.reset_float32 and self.dtype != torch.float32:
+            self._fresh.copy_(self._fresh.float())
+
+    def reset(self, seed: int | None = None) -> Tensor:
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self._draw_reset_states()
+        return super().reset()
 
     def _reset_envs(self, mask: Tensor) -> None:
-        fresh = self._sample_initial_state()
-        torch.where(mask, fresh, self.s, out=self.s)  # mask [N] broadcasts over the rows
+        # the draws of this step (or of reset); envs not in mask keep their state
+        torch.where(mask, self._fresh, self.s, out=self.s)  # mask [N] broadcasts over the rows
 
-    def _sample_initial_state(self) -> Tensor:
-        """A fresh state ``[state_dim, N]`` for every env (the caller keeps the masked ones)."""
+    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        self._draw_reset_states()
+        return self._physics(action)
+
+    def _physics(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        """Step ``self.s`` in place under ``action``; return (reward [N], terminated [N])."""
         raise NotImplementedError
 
     def get_state(self) -> Tensor:

@@ -64,6 +64,8 @@ class Acrobot(ClassicEnv):
     LINK_MOI = 1.0
     MAX_VEL_1 = 4 * pi
     MAX_VEL_2 = 9 * pi
+    reset_low, reset_high = (-0.1,) * 4, (0.1,) * 4
+    reset_float32 = True  # gymnasium draws in float64 and keeps float32
 
     def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         if config.book_or_nips not in ("book", "nips"):
@@ -81,10 +83,6 @@ class Acrobot(ClassicEnv):
         )
         self._book = config.book_or_nips == "book"
         self._reward = torch.full((num_envs,), -1.0, dtype=dtype, device=dev)
-
-    def _sample_initial_state(self) -> Tensor:
-        # gymnasium draws in float64 and keeps float32
-        return self._uniform(-0.1, 0.1, (4, self.num_envs)).float().to(self.dtype)
 
     def _dsdt(self, s: Tensor, a: Tensor) -> Tensor:
         """Time derivative of the state ``[4, N]`` under torque ``a`` ``[N]`` (gymnasium's
@@ -114,7 +112,7 @@ class Acrobot(ClassicEnv):
         ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
         return torch.stack([dtheta1, dtheta2, ddtheta1, ddtheta2])
 
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+    def _physics(self, action: Tensor) -> tuple[Tensor, Tensor]:
         torque = (action - 1).to(self.dtype)  # AVAIL_TORQUE = [-1, 0, +1]
         y0 = self.s
         dt = self.dt

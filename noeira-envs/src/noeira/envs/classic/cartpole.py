@@ -50,6 +50,7 @@ class CartPole(ClassicEnv):
     tau = 0.02
     theta_threshold_radians = 12 * 2 * math.pi / 360
     x_threshold = 2.4
+    reset_low, reset_high = (-0.05,) * 4, (0.05,) * 4
 
     def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         dtype, dev = parse_dtype(config.dtype), backend.device
@@ -67,10 +68,7 @@ class CartPole(ClassicEnv):
         )
         self._reward = torch.ones(num_envs, dtype=dtype, device=dev)
 
-    def _sample_initial_state(self) -> Tensor:
-        return self._uniform(-0.05, 0.05, (4, self.num_envs))
-
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+    def _physics(self, action: Tensor) -> tuple[Tensor, Tensor]:
         x, x_dot, theta, theta_dot = self.s.unbind(0)
         # +force_mag where action == 1, else -force_mag (both exact in float32 and float64)
         force = (action == 1).to(self.dtype) * (2 * self.force_mag) - self.force_mag

@@ -36,6 +36,7 @@ class _MountainCarBase(ClassicEnv):
     max_speed = 0.07
     goal_position: float
     gravity = 0.0025
+    reset_low, reset_high = (-0.6, 0.0), (-0.4, 0.0)  # velocity starts at 0
 
     def __init__(self, config: ClassicConfig, *, num_envs: int, backend: Backend, seed: int | None,
                  action_space_for: object) -> None:
@@ -52,10 +53,6 @@ class _MountainCarBase(ClassicEnv):
             action_space=action_space_for(dtype, dev),  # type: ignore[operator]
             max_episode_steps=config.max_episode_steps,  # type: ignore[attr-defined]
         )
-
-    def _sample_initial_state(self) -> Tensor:
-        position = self._uniform(-0.6, -0.4, (self.num_envs,))
-        return torch.stack([position, torch.zeros_like(position)])
 
     def _move(self, velocity: Tensor, position: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Clip, integrate, stop at the left wall; returns (position, velocity, at goal)."""
@@ -90,7 +87,7 @@ class MountainCar(_MountainCarBase):
                          action_space_for=lambda dtype, dev: Discrete(3, device=dev))
         self._reward = torch.full((num_envs,), -1.0, dtype=self.dtype, device=self.device)
 
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+    def _physics(self, action: Tensor) -> tuple[Tensor, Tensor]:
         position, velocity = self.s.unbind(0)
         push = (action - 1).to(self.dtype) * self.force
         velocity = velocity + (push + torch.cos(3 * position) * (-self.gravity))
@@ -122,7 +119,7 @@ class MountainCarContinuous(_MountainCarBase):
             action_space_for=lambda dtype, dev: Box(self.min_action, self.max_action, shape=(1,), dtype=dtype, device=dev),
         )
 
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+    def _physics(self, action: Tensor) -> tuple[Tensor, Tensor]:
         position, velocity = self.s.unbind(0)
         a = self._float_action(action)
         force = torch.clamp(a, self.min_action, self.max_action)

@@ -45,11 +45,11 @@ class Pendulum(ClassicEnv):
     dt = 0.05
     m = 1.0
     l = 1.0  # noqa: E741 (gymnasium's name)
+    reset_low, reset_high = (-math.pi, -1.0), (math.pi, 1.0)
 
     def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         dtype, dev = parse_dtype(config.dtype), backend.device
         self.g = config.g
-        self._high = torch.tensor([[math.pi], [1.0]], dtype=dtype, device=dev)  # reset bounds of th, thdot
         high = torch.tensor([1.0, 1.0, self.max_speed], dtype=dtype)
         super().__init__(
             config,
@@ -61,10 +61,7 @@ class Pendulum(ClassicEnv):
             max_episode_steps=config.max_episode_steps,
         )
 
-    def _sample_initial_state(self) -> Tensor:
-        return self._uniform(-self._high, self._high, (2, self.num_envs))
-
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+    def _physics(self, action: Tensor) -> tuple[Tensor, Tensor]:
         th, thdot = self.s.unbind(0)
         u = torch.clamp(self._float_action(action), -self.max_torque, self.max_torque)
         costs = angle_normalize(th) ** 2 + 0.1 * thdot**2 + 0.001 * (u**2)
