@@ -114,7 +114,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             _ask("Move every joint to the middle of its range (the centre pose), then press Enter ")
 
         if args.sweep_seconds is not None:
-            print(f"Now move every joint through its full range ({args.sweep_seconds:g} s)...")
+            print(f"Now move every joint through its full range ({args.sweep_seconds:g} s; "
+                  "wrist_roll turns freely and needs no sweep)...")
             until = time.monotonic() + args.sweep_seconds
 
             def sweeping() -> bool:
@@ -131,9 +132,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 return not done.is_set()
 
             started: list[bool] = []
-            print("Now move every joint through its full range, then press Enter")
+            print("Now move every joint through its full range (wrist_roll turns freely and needs no sweep), "
+                  "then press Enter")
 
-        cal = record_calibration(arm, wait_centre, sweeping)
+        last = [0.0]
+
+        def show(lo: dict[str, int], hi: dict[str, int]) -> None:  # a live line on a terminal
+            if sys.stdout.isatty() and time.monotonic() - last[0] > 0.2:
+                last[0] = time.monotonic()
+                print("\r" + "  ".join(f"{j[:8]} {lo[j]}-{hi[j]}" for j in lo), end="", flush=True)
+
+        cal = record_calibration(arm, wait_centre, sweeping, show)
+        if sys.stdout.isatty():
+            print()
         save_calibration(args.out, cal)
         if args.write_eeprom:
             follower = _arm("follower", args.port, args.out, baudrate=args.baudrate)

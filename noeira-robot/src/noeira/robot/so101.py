@@ -438,7 +438,9 @@ class SO101Follower(_SO101Arm):
 
 class SO101Leader(_SO101Arm):
     """The SO-101 leader arm (registry name ``so101-leader``): moved by hand, read-only.
-    Torque is released at connect and never enabled; :meth:`arm` raises."""
+    Torque is released at connect and never enabled; :meth:`arm` raises. It takes the same
+    Config; the settings for driving (steps, limits, gains) have no effect, and connect writes
+    nothing but Torque_Enable = 0."""
 
     read_only = True
 
