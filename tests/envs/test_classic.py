@@ -275,6 +275,10 @@ def test_config_errors_at_creation(name: str) -> None:
         make_env(name, num_envs=2, backend="cpu", bogus=1)
     with pytest.raises(ConfigError, match="dtype"):
         make_env(name, num_envs=2, backend="cpu", dtype="float16")
+    with pytest.raises(ConfigError, match="max_episode_steps"):
+        make_env(name, num_envs=2, backend="cpu", max_episode_steps=0)
+    with pytest.raises(ConfigError, match="validate_actions"):
+        make_env(name, num_envs=2, backend="cpu", validate_actions="yes")
 
 
 @pytest.mark.parametrize("name", list(REFS))
@@ -393,3 +397,10 @@ def test_step_is_capture_safe_per_noeira_check_capture(name: str) -> None:
 
     report = check.check_steps([("env.step", step, True)], torch.device("cpu"), warmup=2)
     assert report.clean, [(f.kind, f.what, f.file, f.line) for f in report.findings]
+
+
+@pytest.mark.parametrize("name", list(REFS))
+def test_max_episode_steps_option(name: str) -> None:
+    check_env(name, num_envs=4, backend="cpu", max_episode_steps=7, steps=20)
+    env = make_env(name, num_envs=4, backend="cpu", max_episode_steps=7)
+    assert env.max_episode_steps == 7 and env.spec.max_episode_steps == 7

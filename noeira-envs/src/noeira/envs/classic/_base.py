@@ -70,6 +70,8 @@ class ClassicEnv(TensorEnv):
         max_episode_steps: int,
     ) -> None:
         dtype = parse_dtype(config.dtype)
+        if max_episode_steps < 1:
+            raise ConfigError(f"env.max_episode_steps: must be >= 1, got {max_episode_steps}")
         super().__init__(
             num_envs,
             backend,
