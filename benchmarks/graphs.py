@@ -106,7 +106,7 @@ class Reinforce:
 
 
 def build(case: str, backend_name: str, quick: bool) -> tuple[Backend, Any, Any, bool, str]:
-    """(backend, env, agent, capture_env, label) for ``builtin[:N]`` or ``agent:env[:N]``."""
+    """(backend, env, agent, capture_env, label) for ``builtin[:N]`` or ``agent:env[:N[:KEY=VALUE...]]``."""
     parts = case.split(":")
     if parts[0] == "builtin":
         backend = get_backend(backend_name)
@@ -116,14 +116,16 @@ def build(case: str, backend_name: str, quick: bool) -> tuple[Backend, Any, Any,
         agent = Reinforce(env, backend)
         env.reset(seed=0)
         return backend, env, agent, True, f"builtin reinforce/pointmass {n} envs"
+    from noeira.core.config import deep_merge, parse_overrides
     from noeira.core.driver import resolve
     from noeira.cuda.runs import build as build_run
 
     raw: dict[str, Any] = {"backend": backend_name, "agent": {"name": parts[0]}, "env": {"name": parts[1]}}
     if len(parts) > 2:
         raw["env"]["num_envs"] = int(parts[2])
-    run = build_run(resolve(raw))
-    return run.backend, run.env, run.agent, run.capture_env, f"{parts[0]}/{parts[1]} {run.env.num_envs} envs"
+    run = build_run(resolve(deep_merge(raw, parse_overrides(parts[3:]))))
+    extra = f" {' '.join(parts[3:])}" if parts[3:] else ""
+    return run.backend, run.env, run.agent, run.capture_env, f"{parts[0]}/{parts[1]} {run.env.num_envs} envs{extra}"
 
 
 def measure(case: str, graph_name: str, backend_name: str, iterations: int, quick: bool) -> dict[str, Any]:
@@ -148,8 +150,10 @@ def measure(case: str, graph_name: str, backend_name: str, iterations: int, quic
     t2 = time.perf_counter()
     fell_back = [str(s.failure).splitlines()[0][:80] for s in getattr(graph, "steps", []) if getattr(s, "failure", None)]
     dt = t2 - t1
+    updates = getattr(getattr(agent, "config", None), "updates_per_step", None)
     out = {"case": label, "graph": graph_name, "setup_s": t1 - t0, "iters_per_s": iterations / dt,
-           "steps_per_s": iterations * agent.steps_per_collect / dt, "fell_back": fell_back}
+           "steps_per_s": iterations * agent.steps_per_collect / dt, "fell_back": fell_back,
+           "updates_per_s": iterations * updates / dt if isinstance(updates, int) else None}
     env.close()
     del collect, learn, agent, env, graph
     gc.collect()
@@ -183,15 +187,16 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() and args.backend != "cpu" else "cpu"
     print(f"\ngraph backends on {dev}, torch {torch.__version__}, {iterations} timed iterations after warm-up\n")
-    print("| case | graph | env steps/s | iterations/s | vs eager | warm-up + record (s) | note |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    print("| case | graph | env steps/s | iterations/s | updates/s | vs eager | warm-up + record (s) | note |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['case']} | {r['graph']} | | | | | {r['error']} |")
+            print(f"| {r['case']} | {r['graph']} | | | | | | {r['error']} |")
             continue
         sp = f"{r['speedup']:.1f}x" if r.get("speedup") else ""
         note = "fell back to eager: " + "; ".join(r["fell_back"]) if r["fell_back"] else ""
-        print(f"| {r['case']} | {r['graph']} | {r['steps_per_s']:.3g} | {r['iters_per_s']:.3g} | {sp} | "
+        ups = f"{r['updates_per_s']:.3g}" if r.get("updates_per_s") else ""
+        print(f"| {r['case']} | {r['graph']} | {r['steps_per_s']:.3g} | {r['iters_per_s']:.3g} | {ups} | {sp} | "
               f"{r['setup_s']:.1f} | {note} |")
     if args.json:
         with open(args.json, "w") as f:
