@@ -128,7 +128,8 @@ def build(case: str, backend_name: str, quick: bool) -> tuple[Backend, Any, Any,
     return run.backend, run.env, run.agent, run.capture_env, f"{parts[0]}/{parts[1]} {run.env.num_envs} envs{extra}"
 
 
-def measure(case: str, graph_name: str, backend_name: str, iterations: int, quick: bool) -> dict[str, Any]:
+def measure(case: str, graph_name: str, backend_name: str, iterations: int, quick: bool,
+            profile: bool = False) -> dict[str, Any]:
     backend, env, agent, capture_env, label = build(case, backend_name, quick)
     graph = get_graph_backend(graph_name)
     try:
@@ -148,6 +149,23 @@ def measure(case: str, graph_name: str, backend_name: str, iterations: int, quic
         learn()
     backend.synchronize()
     t2 = time.perf_counter()
+    if profile and backend.device.type == "cuda":
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                collect(env)
+                learn()
+            backend.synchronize()
+        events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+        launches = sum(e.count for e in events) / 3
+        gpu_us = sum(e.self_device_time_total for e in events) / 3
+        top = sorted(events, key=lambda e: -e.self_device_time_total)[:5]
+        print(f"[profile] {label} / {graph_name}: {launches:.0f} kernels and {gpu_us / 1e3:.2f} ms GPU time per "
+              f"iteration (wall {1e3 * (t2 - t1) / iterations:.2f} ms); top: "
+              + "; ".join(f"{e.key[:50]} x{e.count // 3} {e.self_device_time_total / 3e3:.2f} ms" for e in top),
+              file=sys.stderr, flush=True)
     fell_back = [str(s.failure).splitlines()[0][:80] for s in getattr(graph, "steps", []) if getattr(s, "failure", None)]
     dt = t2 - t1
     updates = getattr(getattr(agent, "config", None), "updates_per_step", None)
@@ -170,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--quick", action="store_true", help="small sizes, few iterations (CPU smoke run)")
     p.add_argument("--json", help="also write the rows to this file")
+    p.add_argument("--profile", action="store_true", help="on CUDA: kernels and GPU time per iteration (stderr)")
     args = p.parse_args(argv)
     iterations = 3 if args.quick else args.iterations
     rows = []
@@ -177,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         base = None
         for g in args.graphs.split(","):
             try:
-                row = measure(case, g, args.backend, iterations, args.quick)
+                row = measure(case, g, args.backend, iterations, args.quick, args.profile)
             except Exception as err:  # one broken case must not hide the others
                 row = {"case": case, "graph": g, "error": f"{type(err).__name__}: {str(err).splitlines()[0][:150]}"}
             if "error" not in row:
