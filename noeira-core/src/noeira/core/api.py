@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from noeira.core import registry
 from noeira.core.config import structure
-from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, GraphBackend
 from noeira.core.errors import ConfigError, UserError
+
+if TYPE_CHECKING:  # torch is imported where it is used: make_robot must not pay for it
+    import torch
+
+    from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, GraphBackend
 
 __all__ = [
     "get_backend",
@@ -52,6 +54,8 @@ def get_backend(name: str | Backend = "auto") -> Backend:
 
 def backend_for(device: torch.device | str) -> Backend:
     """The registered backend whose name is the device type (``cpu``, ``cuda``, ...)."""
+    import torch
+
     return get_backend(torch.device(device).type)
 
 
@@ -86,6 +90,8 @@ def make_agent(
 ) -> Any:
     """The agent registered as ``name`` for ``env`` (or its spec); ``config`` are its keys.
     ``backend`` defaults to the env's device."""
+    from noeira.core.contracts import EnvSpec
+
     spec = env if isinstance(env, EnvSpec) else env.spec
     cls = registry.load("agents", name)
     cfg = plugin_config(cls, config, "agent")
