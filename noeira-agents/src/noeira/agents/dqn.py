@@ -1,0 +1,164 @@
+"""DQN (Mnih et al. 2015) with double Q-learning and a dueling head as options.
+
+The whole loop runs on the device (see :mod:`noeira.agents.offpolicy`): ``collect`` acts
+ε-greedily (ε falls linearly from ``epsilon_start`` to ``epsilon_end`` over
+``exploration_steps`` env steps; uniform random before ``learning_starts``) and stores the
+transitions in the device replay buffer; ``learn`` runs ``updates_per_step`` TD updates.
+
+TD target (n-step when ``n_step > 1``, see :mod:`noeira.agents.replay`)::
+
+    y = R + gamma^m * (1 - terminated) * Q_target(s', a*)
+    a* = argmax_a Q(s', a)          (double DQN)   or   argmax_a Q_target(s', a)
+
+The target network follows the online one by Polyak averaging with rate ``tau`` every
+``target_update_interval`` updates (``tau = 1``: the classic hard copy). That interval is
+counted on the device, so the update stays capture-safe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, relu_mlp
+from noeira.agents.replay import Batch
+from noeira.core.contracts import Backend, EnvSpec
+from noeira.core.errors import ConfigError
+
+__all__ = ["DQN", "QNetwork"]
+
+
+class QNetwork(nn.Module):
+    """Q-values ``[B, num_actions]`` of observations ``[B, *obs_shape]``; with ``dueling``,
+    Q = V(s) + A(s, a) - mean_a A(s, a) from a shared trunk (Wang et al. 2016)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden: tuple[int, ...], dueling: bool) -> None:
+        super().__init__()
+        self.dueling = dueling
+        if dueling:
+            self.trunk = nn.Sequential(relu_mlp(obs_dim, hidden[:-1], hidden[-1]), nn.ReLU())
+            self.value = nn.Linear(hidden[-1], 1)
+            self.advantage = nn.Linear(hidden[-1], num_actions)
+        else:
+            self.q = relu_mlp(obs_dim, hidden, num_actions)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        x = obs.flatten(1).float()
+        if not self.dueling:
+            return self.q(x)
+        h = self.trunk(x)
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(-1, keepdim=True)
+
+
+class DQN(OffPolicyAgent):
+    """Deep Q-Network for ``Discrete`` action spaces."""
+
+    discrete = True
+
+    @attrs.frozen
+    class Config(OffPolicyConfig):
+        """DQN's keys (with those every off-policy agent takes)."""
+
+        learning_rate: float = 2.5e-4
+        """Adam learning rate."""
+        epsilon_start: float = 1.0
+        """ε of ε-greedy exploration at the start."""
+        epsilon_end: float = 0.05
+        """ε after ``exploration_steps`` env steps."""
+        exploration_steps: int = 250_000
+        """Env steps (all envs together) over which ε falls linearly."""
+        double: bool = True
+        """Double DQN: the online network picks the next action, the target network rates it."""
+        dueling: bool = False
+        """Dueling head: Q = V + A - mean(A)."""
+        tau: float = 1.0
+        """Target-network averaging rate at each target update (1.0: hard copy)."""
+        target_update_interval: int = 50
+        """Gradient updates between target-network updates."""
+        loss: str = "mse"
+        """TD loss: mse | huber."""
+        max_grad_norm: float = 10.0
+        """Clip the gradient norm to this (0: no clipping)."""
+
+    config: Config
+
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+        super().__init__(spec, backend, config)
+        cfg = config
+        if cfg.loss not in ("mse", "huber"):
+            raise ConfigError(f"agent.loss: expected mse or huber, got {cfg.loss!r}")
+        if cfg.target_update_interval < 1:
+            raise ConfigError(f"agent.target_update_interval: must be >= 1, got {cfg.target_update_interval}")
+        if cfg.exploration_steps < 1:
+            raise ConfigError(f"agent.exploration_steps: must be >= 1, got {cfg.exploration_steps}")
+        self.q = QNetwork(self.obs_dim, self.num_actions, cfg.hidden, cfg.dueling).to(self.device)
+        self.q_target = QNetwork(self.obs_dim, self.num_actions, cfg.hidden, cfg.dueling).to(self.device)
+        self.q_target.load_state_dict(self.q.state_dict())
+        self.q_target.requires_grad_(False)
+        self.nets.update({"q": self.q, "q_target": self.q_target})
+        self.optimizer = self.add_optimizer("q", self.q.parameters(), cfg.learning_rate)
+
+    def epsilon(self) -> Tensor:
+        """ε now (device scalar), from the device step counter."""
+        cfg = self.config
+        frac = (self.env_steps.float() / cfg.exploration_steps).clamp(max=1.0)
+        return cfg.epsilon_start + (cfg.epsilon_end - cfg.epsilon_start) * frac
+
+    def _epsilon_greedy(self, obs: Tensor, eps: Tensor) -> Tensor:
+        greedy = self.q(obs).argmax(-1)
+        n = obs.shape[0]
+        random = torch.randint(0, self.num_actions, (n,), generator=self.generator, device=self.device)
+        coin = torch.rand(n, generator=self.generator, device=self.device)
+        return torch.where(coin < eps, random, greedy)
+
+    def explore(self, obs: Tensor) -> Tensor:
+        return self._epsilon_greedy(obs, self.epsilon())
+
+    @torch.no_grad()
+    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+        """Greedy actions ``[B]`` (``deterministic``), else ε-greedy with the current ε."""
+        obs = obs.to(self.device)
+        a = self.q(obs).argmax(-1) if deterministic else self._epsilon_greedy(obs, self.epsilon())
+        return self.to_env(a)
+
+    def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
+        cfg = self.config
+        with torch.no_grad():
+            next_q_target = self.q_target(batch.next_obs)
+            if cfg.double:
+                next_action = self.q(batch.next_obs).argmax(-1, keepdim=True)
+                next_value = next_q_target.gather(-1, next_action).squeeze(-1)
+            else:
+                next_value = next_q_target.max(-1).values
+            target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_value
+
+        q = self.q(batch.obs).gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
+        loss = F.mse_loss(q, target) if cfg.loss == "mse" else F.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad(set_to_none=False)
+        loss.backward()
+        if cfg.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+
+        # target update every target_update_interval-th update, decided on the device
+        due = (self.num_updates + j + 1).remainder(cfg.target_update_interval) == 0
+        self.polyak(self.q_target, self.q, cfg.tau * self.learning * due)
+        return {"q_loss": loss, "q_mean": q.mean(), "epsilon": self.epsilon()}
+
+    @classmethod
+    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
+        """Tuned defaults for the env (below whatever the user sets)."""
+        if env_name == "cartpole":
+            return {
+                "env": {"num_envs": 4},
+                "agent": {"learning_rate": 1e-3, "hidden": [64, 64], "batch_size": 128, "buffer_size": 50_000,
+                          "learning_starts": 1_000, "exploration_steps": 12_000, "epsilon_end": 0.02,
+                          "updates_per_step": 2, "target_update_interval": 100, "gamma": 0.99},
+                "run": {"total_steps": 40_000, "log_interval": 250},
+            }
+        return {"run": {"total_steps": 500_000, "log_interval": 250}}

@@ -1,0 +1,332 @@
+"""What DQN, SAC, TD3 and DDPG share: the config keys, the collect/learn loop around a
+device replay buffer, target-network averaging, twin critics as one batched network.
+
+One iteration of the driver is ``collect(env); learn()``:
+
+- ``collect`` reads ``env.obs``, picks an action (``explore``: the algorithm's exploration,
+  or a uniform random action while fewer than ``learning_starts`` env steps were taken),
+  steps all ``num_envs`` envs once and writes the ``num_envs`` transitions to the buffer.
+- ``learn`` draws ``updates_per_step`` batches at once and runs one gradient update on
+  each. The update-to-data ratio is ``updates_per_step / num_envs`` gradient updates per
+  transition collected: ``updates_per_step = num_envs`` is one update per transition.
+
+Both are capture-safe, the same op sequence on every call: the warm-up is decided on the
+device. ``env_steps`` is a device counter; ``collect`` chooses random or policy actions
+with ``torch.where`` on it, and ``learn`` always runs its updates but multiplies every
+learning rate (and the target-averaging rate) by the device flag
+``env_steps >= learning_starts``, so nothing moves before learning starts. (Adam's moments
+see the gradients of those warm-up updates, which only warms them up.) Optimizers are
+``Adam(fused=True)`` with the learning rate as a device tensor, ``capturable`` on CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import torch
+from torch import Tensor, nn
+
+from noeira.agents.nets import space_dim
+from noeira.agents.replay import Batch, ReplayBuffer
+from noeira.core.contracts import Backend, BatchedEnv, EnvSpec
+from noeira.core.errors import ConfigError
+from noeira.core.spaces import Box, Discrete
+
+__all__ = [
+    "EnsembleLinear",
+    "OffPolicyAgent",
+    "OffPolicyConfig",
+    "QEnsemble",
+    "ensemble_mlp",
+    "frozen",
+    "make_adam",
+    "relu_mlp",
+]
+
+log = logging.getLogger("noeira")
+
+
+@attrs.frozen
+class OffPolicyConfig:
+    """Keys every off-policy agent takes."""
+
+    buffer_size: int = 1_000_000
+    """Replay buffer capacity in transitions (all envs together); the oldest are overwritten."""
+    batch_size: int = 256
+    """Transitions per gradient update."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Target-network averaging rate: target <- target + tau * (online - target)."""
+    learning_starts: int = 5_000
+    """Env steps (all envs together) of uniform random actions before updates begin."""
+    updates_per_step: int = 1
+    """Gradient updates per learn() call, i.e. per env step of all num_envs envs;
+    updates_per_step = num_envs is one update per transition collected."""
+    n_step: int = 1
+    """Steps of the n-step return (1: the one-step TD target)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Widths of the hidden layers of every network."""
+    checkpoint_buffer: bool = True
+    """Save the replay buffer in checkpoints (exact resume; large for big buffers)."""
+
+
+# -- networks ----------------------------------------------------------------------------------
+
+def relu_mlp(in_dim: int, hidden: Sequence[int], out_dim: int) -> nn.Sequential:
+    """``in_dim -> hidden... -> out_dim``, ReLU between layers, torch's default init."""
+    layers: list[nn.Module] = []
+    last = in_dim
+    for h in hidden:
+        layers += [nn.Linear(last, h), nn.ReLU()]
+        last = h
+    layers.append(nn.Linear(last, out_dim))
+    return nn.Sequential(*layers)
+
+
+class EnsembleLinear(nn.Module):
+    """``k`` independent linear layers applied as one batched matmul: ``[k, B, in] -> [k, B, out]``.
+
+    Twin critics become one network with half the kernel launches. Each member is
+    initialized like ``nn.Linear`` (uniform in ``±1/sqrt(in)``)."""
+
+    def __init__(self, k: int, in_features: int, out_features: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.empty(k, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(k, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+def ensemble_mlp(k: int, in_dim: int, hidden: Sequence[int], out_dim: int) -> nn.Sequential:
+    """``k`` ReLU MLPs evaluated together: ``[k, B, in_dim] -> [k, B, out_dim]``."""
+    layers: list[nn.Module] = []
+    last = in_dim
+    for h in hidden:
+        layers += [EnsembleLinear(k, last, h), nn.ReLU()]
+        last = h
+    layers.append(EnsembleLinear(k, last, out_dim))
+    return nn.Sequential(*layers)
+
+
+class QEnsemble(nn.Module):
+    """``k`` critics Q(s, a) for continuous actions: ``obs [B, o], action [B, a] -> [k, B]``."""
+
+    def __init__(self, k: int, obs_dim: int, act_dim: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.k = k
+        self.net = ensemble_mlp(k, obs_dim + act_dim, hidden, 1)
+
+    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        x = torch.cat([obs.flatten(1).float(), action], -1)
+        return self.net(x.unsqueeze(0).expand(self.k, -1, -1)).squeeze(-1)
+
+
+def make_adam(params: Any, lr: Tensor, **kw: Any) -> torch.optim.Adam:
+    """Adam with the learning rate as a device tensor: fused on cpu and cuda (capturable on
+    cuda, where CUDA graphs can record it), else foreach + capturable."""
+    device = lr.device
+    if device.type in ("cuda", "cpu"):
+        return torch.optim.Adam(params, lr=lr, fused=True, capturable=device.type == "cuda", **kw)
+    return torch.optim.Adam(params, lr=lr, foreach=True, capturable=True, **kw)
+
+
+@contextlib.contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """No parameter gradients for ``module`` inside (a host flag: the actor loss backpropagates
+    through the critic to the action, not into the critic's weights)."""
+    params = list(module.parameters())
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+# -- the agent skeleton -------------------------------------------------------------------------
+
+class OffPolicyAgent:
+    """Base of the off-policy agents. A subclass builds its networks in ``__init__`` (after
+    ``super().__init__``), registers them in ``self.nets`` and its optimizers with
+    :meth:`add_optimizer`, and writes :meth:`explore`, :meth:`update` and :meth:`act`."""
+
+    Config = OffPolicyConfig
+    discrete: bool = False
+    """Whether the agent takes a ``Discrete`` action space (else a ``Box``)."""
+
+    def __init__(self, spec: EnvSpec, backend: Backend, config: OffPolicyConfig) -> None:
+        cfg = config
+        for key in ("batch_size", "updates_per_step", "n_step", "buffer_size"):
+            if getattr(cfg, key) < 1:
+                raise ConfigError(f"agent.{key}: must be >= 1, got {getattr(cfg, key)}")
+        if cfg.learning_starts < 0:
+            raise ConfigError(f"agent.learning_starts: must be >= 0, got {cfg.learning_starts}")
+        self.config, self.spec, self.backend = cfg, spec, backend
+        self.device = torch.device(backend.device)
+        self.num_envs = spec.num_envs
+        self.steps_per_collect = spec.num_envs
+        self.obs_dim = space_dim(spec.observation_space.shape)
+        space = spec.action_space
+        name = type(self).__name__
+        if self.discrete:
+            if not isinstance(space, Discrete):
+                raise ConfigError(f"agent: {name} needs a Discrete action space, env {spec.name!r} has {space!r}")
+            self.num_actions, self.action_start = space.n, space.start
+            action_shape, action_dtype = (), torch.int64
+        else:
+            if not isinstance(space, Box) or len(space.shape) != 1:
+                raise ConfigError(f"agent: {name} needs a 1-d Box action space, env {spec.name!r} has {space!r}")
+            self.act_dim = space.shape[0]
+            low, high = space.low.to(self.device, torch.float32), space.high.to(self.device, torch.float32)
+            finite = torch.isfinite(low) & torch.isfinite(high)
+            # the policy acts in [-1, 1]; env action = scale * a + bias (unbounded sides: identity)
+            self.action_scale = torch.where(finite, (high - low) / 2, torch.ones_like(low))
+            self.action_bias = torch.where(finite, (high + low) / 2, torch.zeros_like(low))
+            action_shape, action_dtype = (self.act_dim,), torch.float32
+        # a device generator for exploration and sampling, seeded from torch's (seeded by the driver)
+        self.generator = backend.generator(int(torch.randint(0, 2**62, ())))
+        self.env_steps = torch.zeros((), dtype=torch.int64, device=self.device)
+        """Env steps collected (all envs together), on the device."""
+        self.num_updates = torch.zeros((), dtype=torch.int64, device=self.device)
+        """Gradient updates made since learning started, on the device."""
+        self.rb = ReplayBuffer(
+            cfg.buffer_size, self.num_envs, spec.observation_space.shape, spec.observation_space.dtype,
+            action_shape, action_dtype, self.device, self.generator,
+        )
+        self.nets = nn.ModuleDict()
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self._lrs: dict[str, tuple[Tensor, float]] = {}
+        self.learning = torch.zeros((), dtype=torch.float32, device=self.device)
+        """1.0 once ``learning_starts`` env steps were collected, else 0.0 (device flag)."""
+
+    # -- what a subclass writes -------------------------------------------------------------
+    def explore(self, obs: Tensor) -> Tensor:
+        """The exploration action ``[N, *action_shape]`` in buffer form (normalized to
+        [-1, 1] for a Box, the index for Discrete)."""
+        raise NotImplementedError
+
+    def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
+        """Gradient update ``j`` of this learn() call on ``batch``; returns 0-d metrics."""
+        raise NotImplementedError
+
+    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+        raise NotImplementedError
+
+    def after_step(self, done: Tensor) -> None:
+        """Called after each env step with ``done`` ``[N]`` (e.g. to reset OU noise)."""
+
+    # -- helpers -----------------------------------------------------------------------------
+    def add_optimizer(self, name: str, params: Any, lr: float, **kw: Any) -> torch.optim.Optimizer:
+        """An Adam whose learning rate is a device tensor, zero until learning starts."""
+        lr_t = torch.zeros((), dtype=torch.float32, device=self.device)
+        opt = make_adam(params, lr_t, **kw)
+        self.optimizers[name] = opt
+        self._lrs[name] = (lr_t, float(lr))
+        return opt
+
+    def to_env(self, action: Tensor) -> Tensor:
+        """Buffer-form action -> the env's action."""
+        if self.discrete:
+            return action + self.action_start
+        return action * self.action_scale + self.action_bias
+
+    def random_action(self) -> Tensor:
+        """Uniform random actions ``[N, *action_shape]`` in buffer form."""
+        n = self.num_envs
+        if self.discrete:
+            return torch.randint(0, self.num_actions, (n,), generator=self.generator, device=self.device)
+        return torch.rand((n, self.act_dim), generator=self.generator, device=self.device) * 2 - 1
+
+    def warming_up(self) -> Tensor:
+        """Device bool: fewer than ``learning_starts`` env steps collected."""
+        return self.env_steps < self.config.learning_starts
+
+    @torch.no_grad()
+    def polyak(self, target: nn.Module, online: nn.Module, weight: float | Tensor) -> None:
+        """``target <- target + weight * (online - target)`` in place, with fused foreach ops.
+
+        A float weight is one ``lerp``; a device-tensor weight (a rate decided on the device)
+        goes through ``target * (1 - w) + online * w`` (exact at w = 0 and w = 1), because
+        ``_foreach_lerp_`` would read a tensor weight on the host. (No mask is needed for the
+        warm-up: the online networks do not move before learning starts, and the targets start
+        equal to them.)"""
+        t = [p for p in target.parameters()] + [b for b in target.buffers() if b.is_floating_point()]
+        o = [p for p in online.parameters()] + [b for b in online.buffers() if b.is_floating_point()]
+        if isinstance(weight, Tensor):
+            torch._foreach_mul_(t, 1.0 - weight)
+            torch._foreach_add_(t, torch._foreach_mul(o, weight))
+        else:
+            torch._foreach_lerp_(t, o, weight)
+
+    # -- the contract ------------------------------------------------------------------------
+    @torch.no_grad()
+    def collect(self, env: BatchedEnv) -> None:
+        """Step all envs once (random actions while warming up) and store the transitions."""
+        obs = env.obs
+        action = torch.where(self._expand(self.warming_up()), self.random_action(), self.explore(obs))
+        self.rb.add_obs_action(obs, action)
+        result = env.step(self.to_env(action))
+        self.rb.add_result(result.reward, result.terminated, result.truncated, result.final_obs)
+        self.after_step(result.terminated | result.truncated)
+        self.env_steps.add_(self.num_envs)
+
+    def _expand(self, flag: Tensor) -> Tensor:
+        return flag if self.discrete else flag.view(1, 1)
+
+    def learn(self) -> dict[str, Tensor]:
+        """``updates_per_step`` gradient updates on batches drawn at once from the buffer."""
+        cfg = self.config
+        self.learning.copy_(self.env_steps >= cfg.learning_starts)
+        for lr_t, lr in self._lrs.values():
+            torch.mul(self.learning, lr, out=lr_t)
+        batches = self.rb.sample(cfg.batch_size, cfg.n_step, cfg.gamma, num_batches=cfg.updates_per_step)
+        totals: dict[str, Tensor] = {}
+        counts: dict[str, int] = {}  # a metric is averaged over the updates that report it
+        for j in range(cfg.updates_per_step):
+            for k, v in self.update(batches[j], j).items():
+                totals[k] = totals[k] + v.detach() if k in totals else v.detach()
+                counts[k] = counts.get(k, 0) + 1
+        self.num_updates.add_(self.learning.long() * cfg.updates_per_step)
+        return {k: v / counts[k] for k, v in totals.items()}
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def extra_state(self) -> dict[str, Tensor]:
+        """Device tensors besides the networks that a checkpoint keeps (subclasses add)."""
+        return {"env_steps": self.env_steps, "num_updates": self.num_updates}
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "nets": self.nets.state_dict(),
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            "extra": {k: v.clone() for k, v in self.extra_state().items()},
+            "generator": self.generator.get_state(),
+        }
+        if self.config.checkpoint_buffer:
+            state["replay"] = {k: v.clone() for k, v in self.rb.state_dict().items()}
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore in place (tensors keep their addresses, so recorded graphs stay valid)."""
+        self.nets.load_state_dict(state["nets"])
+        for k, opt in self.optimizers.items():
+            ours = [{key: g[key] for key in ("lr", "fused", "capturable", "foreach") if key in g} for g in opt.param_groups]
+            opt.load_state_dict(state["optimizers"][k])
+            for group, keep in zip(opt.param_groups, ours, strict=True):
+                # our lr tensor (which learn() writes) and this device's kernel choice, not the saved ones
+                group.update(keep)
+        for k, v in self.extra_state().items():
+            if k in state["extra"] and state["extra"][k].shape == v.shape:  # per-env state needs the same num_envs
+                v.copy_(state["extra"][k])
+        self.generator.set_state(state["generator"].cpu())
+        if "replay" in state and not self.rb.load_state_dict(state["replay"]):
+            log.info("checkpoint replay buffer not restored (its layout differs: other num_envs or buffer_size)")
+

@@ -1,0 +1,160 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018) with twin Q and automatic entropy tuning.
+
+The whole loop runs on the device (see :mod:`noeira.agents.offpolicy`): ``collect`` samples
+the stochastic policy (uniform random actions before ``learning_starts``) and stores the
+transitions in the device replay buffer; ``learn`` runs ``updates_per_step`` updates, each:
+
+1. critics: ``y = R + gamma^m (1 - terminated) (min_i Q_target_i(s', a') - alpha log pi(a'|s'))``
+   with ``a' ~ pi(s')``; loss ``sum_i mean (Q_i(s, a) - y)^2``. The two critics are one
+   batched network (:class:`~noeira.agents.offpolicy.QEnsemble`).
+2. actor: ``mean(alpha log pi(a|s) - min_i Q_i(s, a))``, ``a ~ pi(s)`` reparameterized.
+3. temperature (``autotune``): ``-mean(alpha (log pi(a|s) + target_entropy))``,
+   ``target_entropy = -target_entropy_scale * action_dim``.
+4. targets: Polyak averaging with rate ``tau``.
+
+The policy is a tanh-squashed Gaussian in ``[-1, 1]``, rescaled to the env's Box
+(``low + (a + 1)(high - low) / 2``); the buffer stores the ``[-1, 1]`` action.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, QEnsemble, frozen, relu_mlp
+from noeira.agents.replay import Batch
+from noeira.core.contracts import Backend, EnvSpec
+
+__all__ = ["SAC", "SquashedGaussianActor"]
+
+
+class SquashedGaussianActor(nn.Module):
+    """pi(a|s): ``tanh(N(mean(s), std(s)))`` in ``[-1, 1]^act_dim``."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], log_std_min: float,
+                 log_std_max: float) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(relu_mlp(obs_dim, hidden[:-1], hidden[-1]), nn.ReLU())
+        self.head = nn.Linear(hidden[-1], 2 * act_dim)  # mean and log-std in one matmul
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """``mean, log_std`` ``[B, act_dim]`` each (log-std squashed into its range)."""
+        mean, log_std = self.head(self.trunk(obs.flatten(1).float())).chunk(2, -1)
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (torch.tanh(log_std) + 1)
+        return mean, log_std
+
+    def sample(self, obs: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """A reparameterized action ``[B, act_dim]`` and its log-probability ``[B]``."""
+        mean, log_std = self(obs)
+        eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        x = mean + log_std.exp() * eps
+        log_prob = (-0.5 * eps.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        # log |d tanh(x)/dx| = log(1 - tanh(x)^2), in a form that is stable for large |x|
+        log_prob = log_prob - (2 * (math.log(2) - x - F.softplus(-2 * x))).sum(-1)
+        return torch.tanh(x), log_prob
+
+
+class SAC(OffPolicyAgent):
+    """Soft Actor-Critic for 1-d ``Box`` action spaces."""
+
+    @attrs.frozen
+    class Config(OffPolicyConfig):
+        """SAC's keys (with those every off-policy agent takes)."""
+
+        actor_lr: float = 3e-4
+        """Adam learning rate of the policy (and of the temperature)."""
+        critic_lr: float = 1e-3
+        """Adam learning rate of the twin critics."""
+        alpha: float = 0.2
+        """Entropy temperature; the initial value when ``autotune``."""
+        autotune: bool = True
+        """Tune the temperature so the policy's entropy tracks ``target_entropy``."""
+        target_entropy_scale: float = 1.0
+        """target_entropy = -target_entropy_scale * action_dim."""
+        log_std_min: float = -5.0
+        """Lower bound of the policy's log standard deviation."""
+        log_std_max: float = 2.0
+        """Upper bound of the policy's log standard deviation."""
+
+    config: Config
+
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+        super().__init__(spec, backend, config)
+        cfg, dev = config, self.device
+        self.actor = SquashedGaussianActor(self.obs_dim, self.act_dim, cfg.hidden, cfg.log_std_min,
+                                           cfg.log_std_max).to(dev)
+        self.critic = QEnsemble(2, self.obs_dim, self.act_dim, cfg.hidden).to(dev)
+        self.critic_target = QEnsemble(2, self.obs_dim, self.act_dim, cfg.hidden).to(dev)
+        self.critic_target.load_state_dict(self.critic.state_dict())
+        self.critic_target.requires_grad_(False)
+        self.log_alpha = nn.ParameterDict({"log_alpha": nn.Parameter(torch.tensor(math.log(cfg.alpha), device=dev))})
+        self.nets.update({"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
+                          "alpha": self.log_alpha})
+        self.target_entropy = -cfg.target_entropy_scale * self.act_dim
+        self.critic_opt = self.add_optimizer("critic", self.critic.parameters(), cfg.critic_lr)
+        self.actor_opt = self.add_optimizer("actor", self.actor.parameters(), cfg.actor_lr)
+        if cfg.autotune:
+            self.alpha_opt = self.add_optimizer("alpha", self.log_alpha.parameters(), cfg.actor_lr)
+
+    def explore(self, obs: Tensor) -> Tensor:
+        return self.actor.sample(obs, self.generator)[0]
+
+    @torch.no_grad()
+    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+        """``tanh(mean)`` (``deterministic``) or a policy sample, rescaled to the Box ``[B, act_dim]``."""
+        obs = obs.to(self.device)
+        a = torch.tanh(self.actor(obs)[0]) if deterministic else self.actor.sample(obs, self.generator)[0]
+        return self.to_env(a)
+
+    def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
+        cfg = self.config
+        alpha = self.log_alpha["log_alpha"].detach().exp()
+
+        # 1. critics toward the soft TD target
+        with torch.no_grad():
+            next_action, next_log_prob = self.actor.sample(batch.next_obs, self.generator)
+            next_q = self.critic_target(batch.next_obs, next_action).min(0).values - alpha * next_log_prob
+            target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_q
+        q = self.critic(batch.obs, batch.action)  # [2, B]
+        critic_loss = (q - target).square().mean(-1).sum()
+        self.critic_opt.zero_grad(set_to_none=False)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        # 2. actor: maximize min Q + entropy (gradients flow through the critic to the action only)
+        with frozen(self.critic):
+            action, log_prob = self.actor.sample(batch.obs, self.generator)
+            actor_loss = (alpha * log_prob - self.critic(batch.obs, action).min(0).values).mean()
+        self.actor_opt.zero_grad(set_to_none=False)
+        actor_loss.backward()
+        self.actor_opt.step()
+
+        # 3. temperature
+        if cfg.autotune:
+            alpha_loss = -(self.log_alpha["log_alpha"].exp() * (log_prob.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad(set_to_none=False)
+            alpha_loss.backward()
+            self.alpha_opt.step()
+
+        # 4. targets
+        self.polyak(self.critic_target, self.critic, cfg.tau)
+        return {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": q.mean(), "alpha": alpha,
+                "entropy": -log_prob.mean()}
+
+    @classmethod
+    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
+        """Tuned defaults for the env (below whatever the user sets)."""
+        if env_name == "pendulum":
+            return {
+                "env": {"num_envs": 4},
+                "agent": {"hidden": [128, 128], "batch_size": 128, "buffer_size": 100_000, "learning_starts": 1_000,
+                          "updates_per_step": 4},
+                "run": {"total_steps": 12_000, "log_interval": 100},
+            }
+        return {"run": {"total_steps": 1_000_000, "log_interval": 250}}

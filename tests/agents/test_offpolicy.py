@@ -1,0 +1,352 @@
+"""DQN, SAC, TD3, DDPG: contracts, capture-safety, warm-up, exploration, math pieces, configs.
+
+The learning tests are in test_offpolicy_learning.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import math
+from collections.abc import Iterator
+
+import attrs
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from noeira.agents.dqn import DQN
+from noeira.agents.offpolicy import QEnsemble
+from noeira.agents.sac import SAC, SquashedGaussianActor
+from noeira.agents.td3 import TD3
+from noeira.core.api import get_backend, make_agent, make_env
+from noeira.core.config import field_docs
+from noeira.core.driver import resolve
+from noeira.core.envbase import TensorEnv
+from noeira.core.errors import ConfigError
+from noeira.core.spaces import Box, Discrete
+from noeira.core.testing import check_agent
+
+SMALL = {"hidden": [32, 32], "batch_size": 16, "buffer_size": 1_000, "learning_starts": 0}
+ENV = {"dqn": "cartpole", "sac": "pendulum", "td3": "pendulum", "ddpg": "pendulum"}
+AGENTS = list(ENV)
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Small networks run faster on one thread (and do not fight other processes)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def build(name: str, num_envs: int = 4, seed: int = 0, **cfg: object) -> tuple[object, object]:
+    torch.manual_seed(seed)
+    env = make_env(ENV[name], num_envs=num_envs, backend="cpu", seed=seed)
+    agent = make_agent(name, env, "cpu", **{**SMALL, **cfg})
+    env.reset(seed=seed)
+    return agent, env
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_conformance(name: str) -> None:
+    agent, env = build(name, updates_per_step=2)
+    check_agent(agent, env, iterations=3)
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_every_config_key_is_documented(name: str) -> None:
+    agent, _ = build(name)
+    cls = type(agent).Config
+    docs = field_docs(cls)
+    missing = [f.name for f in attrs.fields(cls) if not docs.get(f.name)]
+    assert not missing, f"{name}: undocumented keys {missing}"
+
+
+@pytest.mark.parametrize(("name", "env"), [("dqn", "cartpole"), ("sac", "pendulum"), ("td3", "pendulum"),
+                                           ("ddpg", "pendulum")])
+def test_recipes_resolve(name: str, env: str) -> None:
+    cfg = resolve({"backend": "cpu", "env": {"name": env}, "agent": {"name": name}})
+    assert cfg.num_envs >= 1 and cfg.run.total_steps > 0
+    assert cfg.agent.config.learning_starts < cfg.run.total_steps
+
+
+def test_wrong_action_space_is_a_config_error() -> None:
+    env = make_env("pendulum", num_envs=2, backend="cpu", seed=0)
+    with pytest.raises(ConfigError, match="Discrete action space"):
+        make_agent("dqn", env, "cpu", **SMALL)
+    env = make_env("cartpole", num_envs=2, backend="cpu", seed=0)
+    with pytest.raises(ConfigError, match="Box action space"):
+        make_agent("sac", env, "cpu", **SMALL)
+    with pytest.raises(ConfigError, match="agent.loss"):
+        make_agent("dqn", env, "cpu", **{**SMALL, "loss": "l3"})
+
+
+# -- capture-safety: no host sync, the same op sequence on every call --------------------------
+
+SYNC_OPS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::masked_select", "aten::is_nonzero"}
+
+
+class OpLog(TorchDispatchMode):
+    """Records every aten op run inside; flags the ones that read a device value on the host."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+        self.syncs: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        name = func._schema.name
+        self.ops.append(name)
+        if name in SYNC_OPS:
+            self.syncs[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", AGENTS)
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_collect_and_learn_are_capture_safe_across_the_warm_up(name: str, n_step: int) -> None:
+    # 4 envs, learning starts at 12 steps: learn() of calls 1-2 warms up, of calls 3+ learns
+    extra = {"noise": "ou"} if name in ("td3", "ddpg") else {}
+    agent, env = build(name, learning_starts=12, updates_per_step=2, n_step=n_step, **extra)
+    sequences = []
+    for _ in range(5):
+        log = OpLog()
+        with log:
+            agent.collect(env)
+            metrics = agent.learn()
+        assert not log.syncs, f"host syncs in collect/learn: {dict(log.syncs)}"
+        sequences.append(log.ops)
+        assert all(v.device == env.device for v in metrics.values())
+    # the first call also creates gradients and optimizer state (graph backends run it before
+    # recording); from then on every call, warming up or learning, runs the same ops
+    assert all(s == sequences[1] for s in sequences[2:]), "the op sequence changes between calls"
+
+
+# -- warm-up and learning-rate gating ----------------------------------------------------------
+
+def params(agent: object) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().clone() for p in agent.nets.parameters()])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_nothing_learns_before_learning_starts(name: str) -> None:
+    agent, env = build(name, learning_starts=12, updates_per_step=2)
+    before = params(agent)
+    for _ in range(2):  # 8 env steps < 12: still warming up at each learn
+        agent.collect(env)
+        agent.learn()
+        assert torch.equal(params(agent), before)
+    agent.collect(env)
+    agent.learn()  # 12 >= 12: the updates move the networks
+    assert not torch.equal(params(agent), before)
+    assert int(agent.env_steps) == 12 and int(agent.num_updates) == 2
+    assert int(agent.rb.size) == 3
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+def test_warm_up_actions_are_uniform_random(name: str) -> None:
+    agent, env = build(name, num_envs=256, learning_starts=10**6)
+    agent.collect(env)
+    a = agent.rb.action[0, :, 0]
+    # uniform on [-1, 1]: mean 0, variance 1/3 (a fresh policy's actions are far narrower)
+    assert abs(float(a.mean())) < 0.1 and abs(float(a.var()) - 1 / 3) < 0.06
+
+
+def test_dqn_epsilon_schedule_is_linear_then_flat() -> None:
+    agent, env = build("dqn", epsilon_start=1.0, epsilon_end=0.1, exploration_steps=40)
+    got = []
+    for _ in range(12):
+        got.append(float(agent.epsilon()))
+        agent.collect(env)
+    want = [max(0.1, 1.0 - 0.9 * 4 * i / 40) for i in range(12)]
+    assert got == pytest.approx(want, abs=1e-6)
+
+
+def test_dqn_explores_epsilon_greedily() -> None:
+    agent, env = build("dqn", num_envs=2048, epsilon_start=0.3, epsilon_end=0.3, exploration_steps=1)
+    obs = env.obs
+    greedy = agent.q(obs).argmax(-1)
+    chosen = agent.explore(obs)
+    # a random action differs from the greedy one half the time (2 actions): 0.3 * 0.5
+    assert abs(float((chosen != greedy).float().mean()) - 0.15) < 0.03
+
+
+# -- pieces of the math ---------------------------------------------------------------------------
+
+def test_sac_log_prob_matches_torch_distributions() -> None:
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(3, 2, (16,), -5.0, 2.0)
+    obs = torch.randn(64, 3)
+    g = torch.Generator().manual_seed(1)
+    action, log_prob = actor.sample(obs, g)
+    mean, log_std = actor(obs)
+    dist = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()), [torch.distributions.TanhTransform(cache_size=1)]
+    )
+    assert torch.allclose(log_prob, dist.log_prob(action.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1), atol=1e-3)
+    assert float(action.abs().max()) <= 1.0
+    assert float(log_std.min()) >= -5.0 and float(log_std.max()) <= 2.0
+
+
+def test_q_ensemble_members_are_independent_mlps() -> None:
+    torch.manual_seed(0)
+    q = QEnsemble(2, 3, 1, (8, 8))
+    obs, act = torch.randn(5, 3), torch.randn(5, 1)
+    out = q(obs, act)
+    assert out.shape == (2, 5)
+    x = torch.cat([obs, act], -1)
+    for i in range(2):
+        h = x
+        for layer in q.net:
+            h = torch.relu(h) if isinstance(layer, torch.nn.ReLU) else h @ layer.weight[i] + layer.bias[i]
+        assert torch.allclose(out[i], h.squeeze(-1), atol=1e-6)
+
+
+def test_action_rescaling_to_the_box() -> None:
+    agent, _ = build("sac")
+    # pendulum: torque in [-2, 2]
+    assert torch.allclose(agent.to_env(torch.tensor([[-1.0], [0.0], [1.0]])), torch.tensor([[-2.0], [0.0], [2.0]]))
+    act = agent.act(torch.randn(100, 3), deterministic=False)
+    assert float(act.abs().max()) <= 2.0
+
+
+def test_td3_delays_actor_updates_with_a_fixed_pattern() -> None:
+    agent, _ = build("td3", updates_per_step=4, policy_delay=2)
+    assert [agent.actor_due(j) for j in range(4)] == [False, True, False, True]
+    agent, _ = build("td3", updates_per_step=1, policy_delay=2)
+    assert [agent.actor_due(0)] == [True]
+    agent, env = build("ddpg", updates_per_step=3)
+    assert all(agent.actor_due(j) for j in range(3))
+    assert agent.critic.k == 1
+
+
+def test_td3_actor_moves_only_on_its_updates() -> None:
+    agent, env = build("td3", updates_per_step=1, policy_delay=1)
+    agent.collect(env)
+    actor = [p.clone() for p in agent.actor.parameters()]
+    target = [p.clone() for p in agent.actor_target.parameters()]
+    agent.learn()
+    assert not all(torch.equal(a, b) for a, b in zip(actor, agent.actor.parameters(), strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(target, agent.actor_target.parameters(), strict=True))
+
+
+def test_dqn_target_is_copied_every_interval() -> None:
+    agent, env = build("dqn", updates_per_step=1, target_update_interval=3, tau=1.0)
+    snapshots = []
+    for _ in range(6):
+        agent.collect(env)
+        agent.learn()
+        snapshots.append((params_of(agent.q), params_of(agent.q_target)))
+    for i, (online, target) in enumerate(snapshots):
+        assert torch.equal(online, target) == ((i + 1) % 3 == 0), f"update {i + 1}"
+
+
+def params_of(module: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().clone() for p in module.parameters()])
+
+
+# -- transitions stored from a real env: truncation vs termination ---------------------------------
+
+class Countdown(TensorEnv):
+    """Obs = (steps taken, env id); env i terminates after i + 2 steps; time limit 3."""
+
+    name = "countdown"
+
+    def __init__(self, num_envs: int, discrete: bool) -> None:
+        be = get_backend("cpu")
+        action = Discrete(2) if discrete else Box(-1.0, 1.0, shape=(1,))
+        super().__init__(num_envs, be, Box(-100.0, 100.0, shape=(2,)), action, max_episode_steps=3, seed=0)
+        self.t = torch.zeros(num_envs)
+        self.ids = torch.arange(num_envs, dtype=torch.float32)
+
+    def _reset_envs(self, mask: torch.Tensor) -> None:
+        self.t.masked_fill_(mask, 0.0)
+
+    def _advance(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.t += 1
+        return torch.ones(self.num_envs), self.t >= self.ids + 2
+
+    def _observe(self, out: torch.Tensor) -> None:
+        out.copy_(torch.stack([self.t, self.ids], -1))
+
+    def get_state(self) -> torch.Tensor:
+        return self.t.unsqueeze(-1).clone()
+
+    def _set_state(self, state: torch.Tensor) -> None:
+        self.t.copy_(state[:, 0])
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_stored_transitions_bootstrap_truncated_not_terminated(name: str) -> None:
+    env = Countdown(3, discrete=name == "dqn")
+    torch.manual_seed(0)
+    agent = make_agent(name, env, "cpu", **SMALL)
+    env.reset(seed=0)
+    for _ in range(3):
+        agent.collect(env)
+    rb = agent.rb
+    # env 0 terminates at t=2; env 1 terminates at t=3 (also truncated); env 2 is truncated at t=3
+    assert rb.terminated[:3].T.tolist() == [[False, True, False], [False, False, True], [False, False, False]]
+    assert rb.done[:3].T.tolist() == [[False, True, False], [False, False, True], [False, False, True]]
+    # next obs is the final obs (t=3 for the truncated env), not the reset obs
+    assert rb.next_obs[2, :, 0].tolist() == [1.0, 3.0, 3.0]
+    assert rb.obs[2, :, 0].tolist() == [0.0, 2.0, 2.0]
+    b = rb.gather(torch.tensor([2, 2]), torch.tensor([1, 2]))
+    assert b.terminated.tolist() == [1.0, 0.0]
+
+
+# -- checkpoints -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_checkpoint_restores_everything_and_loads_into_another_num_envs(name: str) -> None:
+    agent, env = build(name, updates_per_step=2)
+    for _ in range(3):
+        agent.collect(env)
+        agent.learn()
+    state = copy.deepcopy(agent.state_dict())
+    twin, twin_env = build(name, seed=5, updates_per_step=2)
+    twin.load_state_dict(state)
+    assert torch.equal(params(twin), params(agent))
+    assert torch.equal(twin.rb.obs, agent.rb.obs) and int(twin.env_steps) == int(agent.env_steps)
+    # continuing both from the same state gives the same updates
+    twin_env.set_state(env.get_state())
+    agent.collect(env)
+    twin.collect(twin_env)
+    m1, m2 = agent.learn(), twin.learn()
+    assert torch.equal(params(twin), params(agent))
+    assert all(torch.equal(m1[k], m2[k]) for k in m1)
+    # an agent built for evaluation with another num_envs takes the networks only
+    other, other_env = build(name, num_envs=3, seed=1)
+    other.load_state_dict(state)
+    obs = other_env.obs
+    assert torch.equal(other.act(obs, deterministic=True), agent_act(state, name, obs))
+
+
+def agent_act(state: dict, name: str, obs: torch.Tensor) -> torch.Tensor:
+    agent, _ = build(name, num_envs=obs.shape[0], seed=2)
+    agent.load_state_dict(state)
+    return agent.act(obs, deterministic=True)
+
+
+def test_sac_entropy_target_and_alpha_tuning() -> None:
+    agent, env = build("sac", updates_per_step=4, learning_starts=0)
+    assert isinstance(agent, SAC) and agent.target_entropy == -1.0
+    log_alpha = float(agent.log_alpha["log_alpha"])
+    assert log_alpha == pytest.approx(math.log(0.2))
+    agent.collect(env)
+    agent.learn()
+    assert float(agent.log_alpha["log_alpha"]) != log_alpha
+    fixed, env = build("sac", autotune=False)
+    fixed.collect(env)
+    fixed.learn()
+    assert float(fixed.log_alpha["log_alpha"]) == pytest.approx(math.log(0.2))
+    assert "alpha" not in fixed.optimizers
+
+
+def test_classes_are_the_registered_ones() -> None:
+    env = make_env("cartpole", num_envs=2, backend="cpu", seed=0)
+    assert isinstance(make_agent("dqn", env, "cpu", **SMALL), DQN)
+    env = make_env("pendulum", num_envs=2, backend="cpu", seed=0)
+    assert isinstance(make_agent("td3", env, "cpu", **SMALL), TD3)
