@@ -123,16 +123,11 @@ class Acrobot(ClassicEnv):
         k4 = self._dsdt(y0 + dt * k3, torque)
         ns = y0 + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
         th1, th2, dth1, dth2 = ns.unbind(0)
-        new = torch.stack(
-            [
-                wrap_angle(th1, -pi, pi),
-                wrap_angle(th2, -pi, pi),
-                torch.clamp(dth1, -self.MAX_VEL_1, self.MAX_VEL_1),
-                torch.clamp(dth2, -self.MAX_VEL_2, self.MAX_VEL_2),
-            ]
-        )
-        self.s.copy_(new)
-        s0, s1 = self.s[0], self.s[1]
+        s0, s1, s2, s3 = self.s.unbind(0)
+        s0.copy_(wrap_angle(th1, -pi, pi))
+        s1.copy_(wrap_angle(th2, -pi, pi))
+        torch.clamp(dth1, -self.MAX_VEL_1, self.MAX_VEL_1, out=s2)
+        torch.clamp(dth2, -self.MAX_VEL_2, self.MAX_VEL_2, out=s3)
         terminated = -torch.cos(s0) - torch.cos(s1 + s0) > 1.0
         return torch.where(terminated, 0.0, self._reward), terminated
 

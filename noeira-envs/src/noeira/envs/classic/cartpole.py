@@ -78,12 +78,12 @@ class CartPole(ClassicEnv):
             self.length * (4.0 / 3.0 - self.masspole * torch.square(costheta) / self.total_mass)
         )
         xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
-        # explicit Euler: positions move with the old velocities
-        new = torch.stack(
-            [x + self.tau * x_dot, x_dot + self.tau * xacc, theta + self.tau * theta_dot, theta_dot + self.tau * thetaacc],
-        )
-        self.s.copy_(new)
-        x, theta = self.s[0], self.s[2]
+        # explicit Euler, in place on the state rows: each position moves with its velocity
+        # before that velocity is updated (the accelerations were computed from the old state)
+        x.add_(self.tau * x_dot)
+        x_dot.add_(self.tau * xacc)
+        theta.add_(self.tau * theta_dot)
+        theta_dot.add_(self.tau * thetaacc)
         terminated = (
             (x < -self.x_threshold)
             | (x > self.x_threshold)

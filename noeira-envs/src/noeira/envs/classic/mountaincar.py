@@ -92,7 +92,8 @@ class MountainCar(_MountainCarBase):
         push = (action - 1).to(self.dtype) * self.force
         velocity = velocity + (push + torch.cos(3 * position) * (-self.gravity))
         position, velocity, terminated = self._move(velocity, position)
-        self.s.copy_(torch.stack([position, velocity]))
+        self.s[0].copy_(position)
+        self.s[1].copy_(velocity)
         return self._reward, terminated
 
 
@@ -125,9 +126,9 @@ class MountainCarContinuous(_MountainCarBase):
         force = torch.clamp(a, self.min_action, self.max_action)
         velocity = velocity + (force * self.power - 0.0025 * torch.cos(3 * position))
         position, velocity, terminated = self._move(velocity, position)
-        new = torch.stack([position, velocity])
-        if self.dtype != torch.float32:
-            new = new.float()  # gymnasium keeps this env's state in float32
-        self.s.copy_(new)
+        if self.dtype != torch.float32:  # gymnasium keeps this env's state in float32
+            position, velocity = position.float(), velocity.float()
+        self.s[0].copy_(position)
+        self.s[1].copy_(velocity)
         reward = terminated.to(self.dtype) * 100.0 - a**2 * 0.1
         return reward, terminated

@@ -68,8 +68,8 @@ class Pendulum(ClassicEnv):
         g, m, length, dt = self.g, self.m, self.l, self.dt
         newthdot = thdot + (3 * g / (2 * length) * torch.sin(th) + 3.0 / (m * length**2) * u) * dt
         newthdot = torch.clamp(newthdot, -self.max_speed, self.max_speed)
-        newth = th + newthdot * dt
-        self.s.copy_(torch.stack([newth, newthdot]))
+        th.add_(newthdot * dt)  # in place on the state rows (costs used the old ones)
+        thdot.copy_(newthdot)
         return -costs, self._no_termination
 
     def _observe(self, out: Tensor) -> None:
