@@ -1,0 +1,150 @@
+"""Action heads for on-policy agents: the policy net's last layer -> a distribution over actions.
+
+Every head is capture-safe: sampling draws from an explicit ``torch.Generator`` on the device
+(so runs are seeded and CUDA graphs can replay the draw), nothing syncs with the host, and all
+shapes are fixed at construction. ``B`` is the batch size.
+
+- :class:`CategoricalHead` serves ``Discrete(n)`` (actions ``[B]``) and ``MultiDiscrete(nvec)``
+  (actions ``[B, K]``, one independent categorical per component). Components of different
+  sizes are padded to ``max(nvec)`` logits with a large negative number, so the math is one
+  ``[B, K, max_n]`` tensor op instead of a Python loop over components. Sampling is Gumbel-max.
+- :class:`GaussianHead` serves ``Box``: a diagonal Gaussian whose mean is the net's output and
+  whose **log-std is a state-independent parameter** (one per action dimension, as in CleanRL
+  and the original PPO). Actions are **sampled unbounded**; the env receives them **clipped to
+  the Box** (:meth:`GaussianHead.to_env`), while the rollout stores the unclipped sample, so the
+  log-probabilities used in the update are those of what was actually sampled.
+
+Sampling needs the device generator, which ``torch.distributions`` does not take, hence the
+few lines of log-softmax / Gaussian log-density here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from noeira.core.errors import ConfigError
+from noeira.core.spaces import Box, Discrete, MultiDiscrete, Space
+
+__all__ = ["ActionHead", "CategoricalHead", "GaussianHead", "make_head"]
+
+_NEG = -1e9  # logit of a padding entry: exp() underflows to exactly 0, unlike -inf it keeps 0 * logit finite
+
+
+class ActionHead(nn.Module):
+    """The interface: ``num_outputs`` logits/means the net produces, then sample / evaluate."""
+
+    num_outputs: int
+    action_shape: tuple[int, ...]
+    action_dtype: torch.dtype
+
+    def sample(self, out: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """``out`` ``[B, num_outputs]`` -> ``(action [B, *action_shape], log_prob [B])``."""
+        raise NotImplementedError
+
+    def mode(self, out: Tensor) -> Tensor:
+        """The most likely action ``[B, *action_shape]`` (deterministic evaluation)."""
+        raise NotImplementedError
+
+    def log_prob_entropy(self, out: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``(log_prob [B], entropy [B])`` of stored actions under the current outputs."""
+        raise NotImplementedError
+
+    def to_env(self, action: Tensor) -> Tensor:
+        """What the env receives for a stored action (clipped / offset / cast)."""
+        return action
+
+
+class CategoricalHead(ActionHead):
+    """Independent categoricals over ``nvec`` choices; ``squeeze`` gives ``Discrete``'s ``[B]``."""
+
+    def __init__(self, nvec: list[int], start: int = 0, squeeze: bool = False, device: torch.device | str = "cpu") -> None:
+        super().__init__()
+        self.k, self.max_n = len(nvec), max(nvec)
+        self.num_outputs = sum(nvec)
+        self.squeeze, self.start = squeeze, start
+        self.action_shape = () if squeeze else (self.k,)
+        self.action_dtype = torch.int64
+        # where each of the sum(nvec) outputs lands in the padded [K * max_n] layout
+        scatter = torch.cat([torch.arange(n) + i * self.max_n for i, n in enumerate(nvec)])
+        self.register_buffer("scatter_index", scatter.to(device), persistent=False)
+
+    def _logits(self, out: Tensor) -> Tensor:
+        """``[B, sum(nvec)]`` -> log-probabilities ``[B, K, max_n]`` (padding ~ -1e9)."""
+        if self.k == 1:
+            return torch.log_softmax(out.float(), -1).unsqueeze(1)
+        padded = out.new_full((out.shape[0], self.k * self.max_n), _NEG, dtype=torch.float32)
+        padded = padded.index_copy(1, self.scatter_index, out.float())
+        return torch.log_softmax(padded.view(-1, self.k, self.max_n), -1)
+
+    def _shape(self, idx: Tensor) -> Tensor:
+        return idx.squeeze(1) + self.start if self.squeeze else idx
+
+    def sample(self, out: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        logp = self._logits(out)
+        u = torch.rand(logp.shape, generator=generator, device=logp.device).clamp_(1e-12, 1.0 - 1e-7)
+        idx = torch.argmax(logp - torch.log(-torch.log(u)), dim=-1)  # Gumbel-max: a draw from softmax
+        log_prob = logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1).sum(-1)
+        return self._shape(idx), log_prob
+
+    def mode(self, out: Tensor) -> Tensor:
+        return self._shape(torch.argmax(self._logits(out), dim=-1))
+
+    def log_prob_entropy(self, out: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        logp = self._logits(out)
+        idx = (action - self.start).unsqueeze(1) if self.squeeze else action
+        log_prob = logp.gather(-1, idx.long().unsqueeze(-1)).squeeze(-1).sum(-1)
+        entropy = -(logp.exp() * logp).sum((-1, -2))
+        return log_prob, entropy
+
+
+class GaussianHead(ActionHead):
+    """Diagonal Gaussian: mean from the net, log-std a free parameter ``[act_dim]``."""
+
+    def __init__(self, space: Box, log_std_init: float = 0.0, device: torch.device | str = "cpu") -> None:
+        super().__init__()
+        self.action_shape = space.shape
+        self.action_dtype = space.dtype
+        self.dim = int(math.prod(space.shape)) if space.shape else 1
+        self.num_outputs = self.dim
+        self.log_std = nn.Parameter(torch.full((self.dim,), float(log_std_init), device=device))
+        self.register_buffer("low", space.low.to(device).reshape(-1).float(), persistent=False)
+        self.register_buffer("high", space.high.to(device).reshape(-1).float(), persistent=False)
+
+    def _log_prob(self, mean: Tensor, action: Tensor) -> Tensor:
+        log_std = self.log_std.float()
+        z = (action - mean) * torch.exp(-log_std)
+        return (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    def sample(self, out: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        mean = out.float()
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+        action = mean + noise * torch.exp(self.log_std.float())
+        return action.view(-1, *self.action_shape), self._log_prob(mean, action)
+
+    def mode(self, out: Tensor) -> Tensor:
+        return out.float().view(-1, *self.action_shape)
+
+    def log_prob_entropy(self, out: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        mean = out.float()
+        log_prob = self._log_prob(mean, action.reshape(mean.shape).float())
+        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std.float()).sum().expand(mean.shape[0])
+        return log_prob, entropy
+
+    def to_env(self, action: Tensor) -> Tensor:
+        flat = action.reshape(action.shape[0], -1)
+        return torch.maximum(torch.minimum(flat, self.high), self.low).view_as(action).to(self.action_dtype)
+
+
+def make_head(space: Space, log_std_init: float = 0.0, device: torch.device | str = "cpu") -> ActionHead:
+    """The head for an action space; anything else (a mixed or unknown space) is a ConfigError."""
+    if isinstance(space, Discrete):
+        return CategoricalHead([space.n], start=space.start, squeeze=True, device=device)
+    if isinstance(space, MultiDiscrete):
+        return CategoricalHead([int(n) for n in space.nvec.tolist()], device=device)
+    if isinstance(space, Box):
+        return GaussianHead(space, log_std_init, device=device)
+    raise ConfigError(f"action space {space!r} is not supported by on-policy agents "
+                      "(supported: Discrete, MultiDiscrete, Box; a mixed/composite space needs a custom head)")

@@ -1,0 +1,364 @@
+"""PPO / on-policy pieces: advantage estimators against plain-python references, action
+heads against torch.distributions, conformance kit, config, checkpoints. Fast (no learning)."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import pytest
+import torch
+
+from noeira.agents.distributions import CategoricalHead, GaussianHead, make_head
+from noeira.agents.ppo import PPO
+from noeira.agents.rollout import Rollout, gae, puff_advantage
+from noeira.core import Box, Discrete, MultiDiscrete, TensorEnv, get_backend, make_agent, make_env
+from noeira.core.config import field_docs
+from noeira.core.driver import resolve
+from noeira.core.errors import ConfigError
+from noeira.core.testing import check_agent
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny networks: one thread is fastest, and immune to a busy machine's oversubscription."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class MatchEnv(TensorEnv):
+    """Tiny MultiDiscrete env: observe two random targets (one-hot), reward 1 per component
+    the action matches. Episodes truncate after 8 steps."""
+
+    name = "match"
+    nvec = (3, 4)
+
+    def __init__(self, num_envs: int, seed: int | None = 0) -> None:
+        be = get_backend("cpu")
+        super().__init__(num_envs, be, Box(0.0, 1.0, shape=(sum(self.nvec),)),
+                         MultiDiscrete(list(self.nvec)), max_episode_steps=8, seed=seed)
+        self.target = torch.zeros((num_envs, 2), dtype=torch.int64)
+
+    def _draw(self, mask: torch.Tensor) -> None:
+        new = torch.stack([torch.randint(0, n, (self.num_envs,), generator=self.generator) for n in self.nvec], 1)
+        self.target.copy_(torch.where(mask[:, None], new, self.target))
+
+    def _reset_envs(self, mask: torch.Tensor) -> None:
+        self._draw(mask)
+
+    def _advance(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        reward = (action == self.target).float().sum(1)
+        self._draw(torch.ones(self.num_envs, dtype=torch.bool))
+        return reward, torch.zeros(self.num_envs, dtype=torch.bool)
+
+    def _observe(self, out: torch.Tensor) -> None:
+        out.zero_()
+        out.scatter_(1, self.target[:, :1], 1.0)
+        out.scatter_(1, self.target[:, 1:] + self.nvec[0], 1.0)
+
+    def get_state(self) -> torch.Tensor:
+        return self.target.clone()
+
+    def _set_state(self, state: torch.Tensor) -> None:
+        self.target.copy_(state)
+
+
+# -- advantages -------------------------------------------------------------------------------
+
+def _random_rollout(t: int = 7, n: int = 5, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    term = torch.rand(t, n, generator=g) < 0.2
+    trunc = torch.rand(t, n, generator=g) < 0.2
+    return {
+        "rewards": torch.randn(t, n, generator=g),
+        "values": torch.randn(t, n, generator=g),
+        "final_values": torch.randn(t, n, generator=g),
+        "terminated": term, "truncated": trunc,
+    }
+
+
+def _reference_advantages(d: dict[str, torch.Tensor], gamma: float, lam: float, ratio: torch.Tensor | None = None,
+                          rho_clip: float = math.inf, c_clip: float = math.inf) -> list[list[float]]:
+    """Plain python, one env and one step at a time: bootstrap from V(final_obs) at a
+    truncation or at the rollout's end, from the next row's value otherwise, not at all
+    after a termination; the trace stops at every episode end."""
+    t_len, n = d["rewards"].shape
+    out = [[0.0] * n for _ in range(t_len)]
+    for i in range(n):
+        adv = 0.0
+        for t in reversed(range(t_len)):
+            r = float(d["rewards"][t, i])
+            v = float(d["values"][t, i])
+            term, trunc = bool(d["terminated"][t, i]), bool(d["truncated"][t, i])
+            if trunc or t == t_len - 1:
+                v_next = float(d["final_values"][t, i])
+            else:
+                v_next = float(d["values"][t + 1, i])
+            if term:
+                v_next = 0.0
+            w = 1.0 if ratio is None else float(ratio[t, i])
+            rho, c = min(w, rho_clip), min(w, c_clip)
+            delta = rho * (r + gamma * v_next - v)
+            if term or trunc:
+                adv = 0.0
+            adv = delta + gamma * lam * c * adv
+            out[t][i] = adv
+    return out
+
+
+def _fill(d: dict[str, torch.Tensor]) -> Rollout:
+    t, n = d["rewards"].shape
+    buf = Rollout(t, n, 1, (), torch.int64, "cpu")
+    buf.rewards.copy_(d["rewards"])
+    buf.values.copy_(d["values"])
+    buf.final_values.copy_(d["final_values"])
+    buf.terminated.copy_(d["terminated"].float())
+    buf.truncated.copy_(d["truncated"])
+    buf.dones.copy_((d["terminated"] | d["truncated"]).float())
+    return buf
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gae_matches_python_reference_with_truncation_and_termination(seed: int) -> None:
+    d = _random_rollout(seed=seed)
+    assert d["terminated"].any() and d["truncated"].any()
+    buf = _fill(d)
+    buf.compute_advantages(gamma=0.97, lam=0.9)
+    ref = torch.tensor(_reference_advantages(d, 0.97, 0.9))
+    torch.testing.assert_close(buf.advantages, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(buf.returns, ref + d["values"])
+
+
+def test_gae_by_hand() -> None:
+    """One env, three steps: a truncation at t=1 (bootstrap from V(final_obs)=10), the
+    rollout ends at t=2 (bootstrap from V(final_obs)=4)."""
+    d = {"rewards": torch.tensor([[1.0], [2.0], [3.0]]), "values": torch.tensor([[0.5], [1.0], [2.0]]),
+         "final_values": torch.tensor([[1.0], [10.0], [4.0]]),
+         "terminated": torch.tensor([[False], [False], [False]]), "truncated": torch.tensor([[False], [True], [False]])}
+    buf = _fill(d)
+    g, lam = 0.9, 0.5
+    buf.compute_advantages(g, lam)
+    a2 = 3.0 + g * 4.0 - 2.0                      # 4.6
+    a1 = 2.0 + g * 10.0 - 1.0                     # 10.0: truncated, trace cut
+    a0 = (1.0 + g * 1.0 - 0.5) + g * lam * a1     # V(s_1)=values[1]=1.0 (not final_values[0])
+    torch.testing.assert_close(buf.advantages[:, 0], torch.tensor([a0, a1, a2]))
+    # the same rollout, but t=1 terminates: no bootstrap there
+    d["terminated"] = torch.tensor([[False], [True], [False]])
+    d["truncated"] = torch.tensor([[False], [False], [False]])
+    buf = _fill(d)
+    buf.compute_advantages(g, lam)
+    torch.testing.assert_close(buf.advantages[1, 0], torch.tensor(2.0 - 1.0))
+
+
+def test_puff_advantage_is_gae_on_policy_with_wide_clips() -> None:
+    d = _random_rollout(t=9, n=6, seed=3)
+    buf = _fill(d)
+    buf.compute_advantages(0.99, 0.95)
+    ref = buf.advantages.clone()
+    for clip in (1.0, 1e9):  # on-policy the ratio is 1: any clip >= 1 leaves it alone
+        buf.compute_advantages(0.99, 0.95, ratio=torch.ones(9, 6), rho_clip=clip, c_clip=clip)
+        torch.testing.assert_close(buf.advantages, ref, rtol=0, atol=0)
+
+
+def test_puff_advantage_by_hand() -> None:
+    """One env, two steps, ratios 2.0 and 0.5, rho_clip 1.5, c_clip 1.0:
+    delta_1 = min(0.5,1.5) * (1 + 0.9*3 - 2) = 0.85; A_1 = 0.85
+    delta_0 = min(2,1.5) * (0 + 0.9*2 - 1) = 1.2;  A_0 = 1.2 + 0.9*0.8*min(2,1)*0.85 = 1.812"""
+    z = torch.zeros(2, 1)
+    out = torch.zeros(2, 1)
+    puff_advantage(torch.tensor([[0.0], [1.0]]), torch.tensor([[1.0], [2.0]]), torch.tensor([[2.0], [3.0]]), z, z,
+                   torch.tensor([[2.0], [0.5]]), 0.9, 0.8, 1.5, 1.0, out=out)
+    torch.testing.assert_close(out[:, 0], torch.tensor([1.812, 0.85]))
+    d = _random_rollout(seed=5)
+    ratio = torch.rand(7, 5, generator=torch.Generator().manual_seed(1)) * 2
+    buf = _fill(d)
+    buf.compute_advantages(0.95, 0.9, ratio=ratio, rho_clip=1.2, c_clip=0.9)
+    ref = torch.tensor(_reference_advantages(d, 0.95, 0.9, ratio, 1.2, 0.9))
+    torch.testing.assert_close(buf.advantages, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_gae_function_writes_out() -> None:
+    t = torch.ones(3, 2)
+    out = torch.empty(3, 2)
+    res = gae(t, torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 2), 1.0, 1.0, out=out)
+    assert res is out
+    torch.testing.assert_close(out[:, 0], torch.tensor([3.0, 2.0, 1.0]))
+
+
+# -- action heads ------------------------------------------------------------------------------
+
+def test_categorical_head_matches_torch_distributions() -> None:
+    head = CategoricalHead([3, 5, 2])
+    g = torch.Generator().manual_seed(0)
+    out = torch.randn(64, 10, generator=g)
+    action, logp = head.sample(out, g)
+    assert action.shape == (64, 3) and action.dtype == torch.int64
+    assert bool((action >= 0).all()) and bool((action < torch.tensor([3, 5, 2])).all())
+    dists = [torch.distributions.Categorical(logits=x) for x in out.split([3, 5, 2], dim=1)]
+    ref_logp = sum(dd.log_prob(a) for dd, a in zip(dists, action.unbind(1), strict=True))
+    ref_ent = sum(dd.entropy() for dd in dists)
+    lp, ent = head.log_prob_entropy(out, action)
+    torch.testing.assert_close(logp, ref_logp)
+    torch.testing.assert_close(lp, ref_logp)
+    torch.testing.assert_close(ent, ref_ent)
+    assert torch.equal(head.mode(out), torch.stack([x.argmax(1) for x in out.split([3, 5, 2], dim=1)], 1))
+
+
+def test_categorical_sampling_frequencies() -> None:
+    head = make_head(Discrete(3, start=1))
+    probs = torch.tensor([0.2, 0.5, 0.3])
+    out = probs.log().expand(200_000, 3)
+    action, _ = head.sample(out, torch.Generator().manual_seed(0))
+    assert action.shape == (200_000,) and int(action.min()) == 1 and int(action.max()) == 3
+    freq = torch.bincount(action - 1, minlength=3).float() / action.numel()
+    torch.testing.assert_close(freq, probs, atol=5e-3, rtol=0)
+
+
+def test_gaussian_head_matches_normal_and_clips_for_env() -> None:
+    space = Box(-2.0, 2.0, shape=(2,))
+    head = GaussianHead(space, log_std_init=0.3)
+    g = torch.Generator().manual_seed(0)
+    mean = torch.randn(32, 2, generator=g) * 3
+    action, logp = head.sample(mean, g)
+    ref = torch.distributions.Normal(mean, torch.exp(torch.tensor(0.3)))
+    torch.testing.assert_close(logp, ref.log_prob(action).sum(1))
+    lp, ent = head.log_prob_entropy(mean, action)
+    torch.testing.assert_close(lp, ref.log_prob(action).sum(1))
+    torch.testing.assert_close(ent, ref.entropy().sum(1))
+    env_action = head.to_env(action)
+    assert bool((env_action.abs() <= 2.0).all()) and bool((action.abs() > 2.0).any())  # stored unclipped
+    torch.testing.assert_close(env_action, action.clamp(-2, 2))
+
+
+def test_unsupported_action_space_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not supported"):
+        make_head(("mixed", Discrete(2)))  # type: ignore[arg-type]
+
+
+# -- the agent ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw", [
+    {},
+    {"advantage": "puff", "prio_alpha": 0.8, "norm_obs": True, "norm_reward": True},
+    {"bf16": True, "clip_vloss": False, "max_grad_norm": 0.0},
+])
+def test_check_agent_cartpole(kw: dict) -> None:
+    env = make_env("cartpole", num_envs=8, backend="cpu", seed=0)
+    check_agent(make_agent("ppo", env, horizon=16, **kw), env)
+
+
+def test_check_agent_pendulum_and_multidiscrete() -> None:
+    env = make_env("pendulum", num_envs=8, backend="cpu", seed=0)
+    check_agent(make_agent("ppo", env, horizon=8, norm_obs=True), env)
+    env = MatchEnv(8)
+    agent = make_agent("ppo", env, backend="cpu", horizon=8)
+    check_agent(agent, env)
+    assert agent.act(env.obs).shape == (8, 2)
+
+
+def test_learn_metrics_are_device_scalars() -> None:
+    env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
+    agent = make_agent("ppo", env, horizon=8)
+    env.reset(seed=0)
+    agent.collect(env)
+    metrics = agent.learn()
+    for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "lr"):
+        assert metrics[key].dim() == 0 and metrics[key].device.type == "cpu", key
+    assert agent.steps_per_collect == 32
+
+
+def test_obs_norm_and_reward_stats_in_state_dict() -> None:
+    env = make_env("pendulum", num_envs=4, backend="cpu", seed=0)
+    agent = make_agent("ppo", env, horizon=8, norm_obs=True, norm_reward=True)
+    env.reset(seed=0)
+    agent.collect(env)
+    state = agent.state_dict()
+    mean = state["policy"]["obs_rms.mean"]
+    assert mean.shape == (3,) and float(mean.abs().sum()) > 0
+    assert float(state["policy"]["obs_rms.count"]) == pytest.approx(32, abs=1e-3)
+    assert float(state["reward_scaler"]["rms.count"]) == pytest.approx(32, abs=1e-3)
+    fresh = make_agent("ppo", env, horizon=8, norm_obs=True, norm_reward=True)
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.policy.obs_rms.mean, agent.policy.obs_rms.mean)
+    assert torch.equal(fresh.act(env.obs, deterministic=True), agent.act(env.obs, deterministic=True))
+
+
+def test_lr_anneals_as_a_tensor_shared_with_the_optimizer() -> None:
+    env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
+    agent = make_agent("ppo", env, horizon=8, lr=1e-3)
+    agent.set_total_steps(64)  # two iterations of 32 steps
+    assert agent.optimizer.param_groups[0]["lr"] is agent.lr
+    env.reset(seed=0)
+    lrs = []
+    for _ in range(2):
+        agent.collect(env)
+        lrs.append(float(agent.learn()["lr"]))
+    assert lrs == pytest.approx([1e-3, 5e-4])
+    state = agent.state_dict()
+    agent.load_state_dict(state)
+    assert agent.optimizer.param_groups[0]["lr"] is agent.lr
+
+
+def test_collect_is_seeded() -> None:
+    def run() -> torch.Tensor:
+        torch.manual_seed(0)
+        env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
+        agent = make_agent("ppo", env, horizon=8)
+        env.reset(seed=0)
+        agent.collect(env)
+        agent.learn()
+        agent.collect(env)
+        return agent.buf.actions.clone()
+    assert torch.equal(run(), run())
+
+
+def test_truncation_bootstraps_from_final_obs_value() -> None:
+    """Pendulum only truncates (200 steps): every truncated row's bootstrap is V(final_obs)
+    of that step, which collect computed with the critic."""
+    env = make_env("pendulum", num_envs=3, backend="cpu", seed=0, max_episode_steps=5)
+    agent = make_agent("ppo", env, horizon=7)
+    env.reset(seed=0)
+    finals = []
+    orig_step = env.step
+
+    def spy(action: torch.Tensor):  # record what the env returned at each step
+        res = orig_step(action)
+        finals.append(res.final_obs.clone())
+        return res
+    env.step = spy  # type: ignore[method-assign]
+    agent.collect(env)
+    buf = agent.buf
+    assert bool(buf.truncated[4].all()) and not bool(buf.terminated.any())
+    with torch.no_grad():
+        v_final = agent.policy.value(agent.policy.observe(finals[4]))
+    torch.testing.assert_close(buf.final_values[4], v_final)
+    torch.testing.assert_close(buf.next_values()[4], v_final)
+    torch.testing.assert_close(buf.next_values()[3], buf.values[4])  # not done: the next row's value
+
+
+def test_config_errors_and_docs() -> None:
+    env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
+    with pytest.raises(ConfigError, match="agent.advantage"):
+        make_agent("ppo", env, advantage="vtrace")
+    with pytest.raises(ConfigError, match="agent.num_minibatches"):
+        make_agent("ppo", env, horizon=2, num_minibatches=16, prio_alpha=0.5)
+    with pytest.raises(ConfigError, match="agent.activation"):
+        make_agent("ppo", env, activation="sigmoidish")
+    with pytest.raises(ConfigError, match="agent.lr"):
+        make_agent("ppo", env, lr="fast")
+    docs = field_docs(PPO.Config)
+    missing = [f.name for f in attrs.fields(PPO.Config) if not docs.get(f.name)]
+    assert not missing, f"undocumented PPO.Config fields: {missing}"
+
+
+@pytest.mark.parametrize("env_name", ["cartpole", "pendulum"])
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_recipes_resolve(env_name: str, backend: str) -> None:
+    recipe = PPO.recipe(env_name, backend)
+    assert recipe["env"]["num_envs"] >= 1 and recipe["run"]["total_steps"] > 0
+    cfg = resolve({"env": {"name": env_name}, "agent": {"name": "ppo", **recipe["agent"]}, "run": recipe["run"],
+                   "backend": "cpu"})
+    assert cfg.agent.config.horizon == recipe["agent"]["horizon"]
+    assert PPO.recipe("no-such-env", backend) in ({}, {"agent": {"torch_threads": 1}})
