@@ -40,6 +40,20 @@ from noeira.physics.mjcf import load_model
 __all__ = ["MujocoEngine"]
 
 _STATE = ("qpos", "qvel", "ctrl", "act", "time")
+_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+_BITS = {"time": mujoco.mjtState.mjSTATE_TIME, "qpos": mujoco.mjtState.mjSTATE_QPOS,
+         "qvel": mujoco.mjtState.mjSTATE_QVEL, "act": mujoco.mjtState.mjSTATE_ACT,
+         "ctrl": mujoco.mjtState.mjSTATE_CTRL}
+
+
+def _component(m: mujoco.MjModel, rows: np.ndarray, name: str) -> np.ndarray:
+    """The view of state component ``name`` in ``rows [N, nstate]`` (components are stored
+    in the order of their bits): ``[N, size]``, ``[N]`` for time."""
+    bit = int(_BITS[name])
+    start = mujoco.mj_stateSize(m, int(_SPEC) & (bit - 1))
+    size = mujoco.mj_stateSize(m, bit)
+    view = rows[:, start:start + size]
+    return view[:, 0] if name == "time" else view
 
 
 class MujocoEngine:
@@ -73,9 +87,11 @@ class MujocoEngine:
         if config.rne_post_constraint:
             self._batch = None
             self._datas = [mujoco.MjData(m) for _ in range(n)]
-            d0 = self._datas[0]
-            self._state = {k: np.zeros((n, *np.shape(getattr(d0, k))), dtype=np.float64) for k in _STATE}
-            self._state["time"] = np.zeros(n, dtype=np.float64)
+            # one row per world of MuJoCo's integration state (time, qpos, qvel, act,
+            # warm start, ctrl, applied forces ...), as mujoco.batch keeps it: a world is
+            # loaded and saved with one mj_setState / mj_getState call
+            self._rows = np.zeros((n, mujoco.mj_stateSize(m, _SPEC)))
+            self._state = {k: _component(m, self._rows, k) for k in _STATE}
             self._pool = ThreadPoolExecutor(self.nthread, thread_name_prefix="noeira-mujoco") if self.nthread > 1 else None
         else:
             try:
@@ -187,14 +203,10 @@ class MujocoEngine:
 
     # -- the per-world path ------------------------------------------------------------
     def _sync_in(self, i: int, d: mujoco.MjData) -> None:
-        s = self._state
-        d.qpos[:], d.qvel[:], d.ctrl[:], d.act[:] = s["qpos"][i], s["qvel"][i], s["ctrl"][i], s["act"][i]
-        d.time = s["time"][i]
+        mujoco.mj_setState(self.mj_model, d, self._rows[i], _SPEC)
 
     def _sync_out(self, i: int, d: mujoco.MjData) -> None:
-        s = self._state
-        s["qpos"][i], s["qvel"][i], s["ctrl"][i], s["act"][i] = d.qpos, d.qvel, d.ctrl, d.act
-        s["time"][i] = d.time
+        mujoco.mj_getState(self.mj_model, d, self._rows[i], _SPEC)
         for name, arr in self._fields.items():
             arr[i] = getattr(d, name)
 

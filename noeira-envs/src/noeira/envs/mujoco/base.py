@@ -145,6 +145,8 @@ class MujocoEnv(TensorEnv):
     def _reset_envs(self, mask: Tensor) -> None:
         p = self.physics
         m = mask.to(p.device)
+        if not self.capture_safe and not bool(m.any()):
+            return  # the step syncs with the host anyway: skip the no-op reset of most steps
         qpos, qvel = self._reset_state()
         p.reset(m)
         p.qpos.copy_(torch.where(m[:, None], qpos, p.qpos))
