@@ -11,7 +11,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -108,6 +107,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     import importlib.metadata as md
+
+    import torch
 
     from noeira.core.api import get_backend
 
