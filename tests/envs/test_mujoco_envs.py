@@ -228,3 +228,16 @@ def test_sac_halfcheetah_on_device(tmp_path) -> None:
     assert record["outcome"] == "completed"
     assert record["capture_env"] is True
     assert np.isfinite(record["final_eval"]["mean_return"])
+
+
+def test_physics_choice_errors() -> None:
+    from noeira.core.errors import ConfigError, UnknownPluginError
+
+    with pytest.raises(UnknownPluginError, match="mujoco"):
+        make_env("halfcheetah", num_envs=1, backend="cpu", physics="mujocoo")
+    with pytest.raises(ConfigError, match="physics"):
+        make_env("halfcheetah", num_envs=1, backend="cpu", physics_options={"threads": 2})
+    with pytest.raises(ConfigError, match="xml_file"):
+        make_env("hopper", num_envs=1, backend="cpu", xml_file="nope.xml")
+    env = make_env("hopper", num_envs=2, backend="cpu", physics_options={"nthread": 1}, frame_skip=2)
+    assert env.dt == pytest.approx(2 * env.model.opt.timestep)

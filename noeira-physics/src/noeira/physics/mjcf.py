@@ -18,8 +18,14 @@ __all__ = ["load_model", "mujoco_warnings"]
 def mujoco_warnings() -> Iterator[None]:
     """Route MuJoCo's warnings to Python's ``warnings`` while compiling (MuJoCo would
     otherwise write them to ``MUJOCO_LOG.TXT`` in the working directory)."""
+    def warn(msg: str) -> None:
+        # a deprecation in a model file (gymnasium's half_cheetah.xml uses settotalmass) is
+        # news for its author, not its user: a DeprecationWarning, hidden by default
+        category = DeprecationWarning if "deprecated" in msg else UserWarning
+        warnings.warn(f"MuJoCo: {msg}", category, stacklevel=4)
+
     previous = mujoco.get_mju_user_warning()
-    mujoco.set_mju_user_warning(lambda msg: warnings.warn(f"MuJoCo: {msg}", stacklevel=4))
+    mujoco.set_mju_user_warning(warn)
     try:
         yield
     finally:
