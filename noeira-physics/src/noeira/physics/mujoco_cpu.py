@@ -5,27 +5,30 @@ State is exposed as float64 torch tensors that share memory with MuJoCo's arrays
 written by the caller before ``step``/``forward`` and read after; derived fields
 (``xpos``, ``cfrc_ext``, ``sensordata`` ...) come from :meth:`MujocoEngine.field`.
 
-Two ways to step, both giving results bit-identical to one ``MjData`` per world stepped
-with ``mj_step``:
+Each world is a row of MuJoCo's integration state (``mjSTATE_INTEGRATION``: time, qpos,
+qvel, act, warm start, ctrl, applied forces ...), loaded into an ``MjData`` for a call and
+saved back, so results are bit-identical to one ``MjData`` per world stepped with
+``mj_step``, at any thread count. Two ways to run the calls:
 
-- by default :class:`mujoco.batch.Batch` (MuJoCo >= 3.17): the worlds' state rows are
-  the tensors themselves and the C++ thread pool steps them, no Python per world;
-- with ``rne_post_constraint=True``, one persistent ``MjData`` per world on a Python
-  thread pool (MuJoCo releases the GIL), so that ``mj_rnePostConstraint`` can run after
-  each ``mj_step`` as gymnasium's MuJoCo envs do (contact forces ``cfrc_ext``); a batch
-  cannot call it, and an acceleration sensor would compute it at the wrong RK4 stage.
+- by default :class:`mujoco.batch.Batch` (MuJoCo >= 3.17) owns the rows and steps them on
+  its C++ thread pool, no Python per world;
+- with ``rne_post_constraint=True``, a Python thread pool (MuJoCo releases the GIL) with
+  one ``MjData`` per thread runs ``mj_step`` then ``mj_rnePostConstraint`` per world, as
+  gymnasium's MuJoCo envs do (contact forces ``cfrc_ext``): a batch cannot call it, and an
+  acceleration sensor would compute it at another RK4 stage than gymnasium reads.
 
 Semantics, as MuJoCo's: after ``step`` the derived fields describe the state before the
 last substep; ``forward(mask)`` recomputes them (``mj_forward``) for the masked worlds
-only; ``reset(mask)`` returns the masked worlds to the model's initial state
-(``mj_resetData``), their derived fields zero until the next ``forward``/``step``.
+only (``cacc``, ``cfrc_int``, ``cfrc_ext`` keep their values, as mj_forward leaves them);
+``reset(mask)`` returns the masked worlds to the model's initial state (``mj_resetData``),
+their derived fields zero until the next ``forward``/``step``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import attrs
 import mujoco
@@ -39,20 +42,20 @@ from noeira.physics.mjcf import load_model
 
 __all__ = ["MujocoEngine"]
 
-_STATE = ("qpos", "qvel", "ctrl", "act", "time")
 _SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
-_BITS = {"time": mujoco.mjtState.mjSTATE_TIME, "qpos": mujoco.mjtState.mjSTATE_QPOS,
-         "qvel": mujoco.mjtState.mjSTATE_QVEL, "act": mujoco.mjtState.mjSTATE_ACT,
-         "ctrl": mujoco.mjtState.mjSTATE_CTRL}
+_STATE = {"time": mujoco.mjtState.mjSTATE_TIME, "qpos": mujoco.mjtState.mjSTATE_QPOS,
+          "qvel": mujoco.mjtState.mjSTATE_QVEL, "act": mujoco.mjtState.mjSTATE_ACT,
+          "ctrl": mujoco.mjtState.mjSTATE_CTRL}
+_POST_CONSTRAINT = frozenset({"cacc", "cfrc_int", "cfrc_ext"})
+"""Fields only mj_rnePostConstraint computes: mj_forward leaves them as they were."""
 
 
 def _component(m: mujoco.MjModel, rows: np.ndarray, name: str) -> np.ndarray:
     """The view of state component ``name`` in ``rows [N, nstate]`` (components are stored
     in the order of their bits): ``[N, size]``, ``[N]`` for time."""
-    bit = int(_BITS[name])
+    bit = int(_STATE[name])
     start = mujoco.mj_stateSize(m, int(_SPEC) & (bit - 1))
-    size = mujoco.mj_stateSize(m, bit)
-    view = rows[:, start:start + size]
+    view = rows[:, start:start + mujoco.mj_stateSize(m, bit)]
     return view[:, 0] if name == "time" else view
 
 
@@ -65,8 +68,8 @@ class MujocoEngine:
         """Threads stepping the worlds (0: one per CPU)."""
         rne_post_constraint: bool = False
         """Run mj_rnePostConstraint after every step, as gymnasium's MuJoCo envs do, so
-        that cacc, cfrc_int and cfrc_ext are current (steps one MjData per world on a
-        Python thread pool instead of mujoco.batch)."""
+        that cacc, cfrc_int and cfrc_ext are current (runs the worlds on a Python thread
+        pool instead of mujoco.batch)."""
 
     capture_safe = False
     """Stepping syncs with the host: it cannot be recorded in a CUDA graph."""
@@ -84,15 +87,17 @@ class MujocoEngine:
         self._fields: dict[str, np.ndarray] = {}
         self._pool: ThreadPoolExecutor | None = None
         m, n = self.mj_model, num_worlds
+        self._template = mujoco.MjData(m)  # field shapes; the initial state row
         if config.rne_post_constraint:
             self._batch = None
-            self._datas = [mujoco.MjData(m) for _ in range(n)]
-            # one row per world of MuJoCo's integration state (time, qpos, qvel, act,
-            # warm start, ctrl, applied forces ...), as mujoco.batch keeps it: a world is
-            # loaded and saved with one mj_setState / mj_getState call
-            self._rows = np.zeros((n, mujoco.mj_stateSize(m, _SPEC)))
-            self._state = {k: _component(m, self._rows, k) for k in _STATE}
-            self._pool = ThreadPoolExecutor(self.nthread, thread_name_prefix="noeira-mujoco") if self.nthread > 1 else None
+            self._initial = np.zeros(mujoco.mj_stateSize(m, _SPEC))
+            mujoco.mj_getState(m, self._template, self._initial, _SPEC)
+            self._rows = np.tile(self._initial, (n, 1))
+            state = {k: _component(m, self._rows, k) for k in _STATE}
+            nthread = min(self.nthread, n)
+            self._datas = [mujoco.MjData(m) for _ in range(nthread)]
+            if nthread > 1:
+                self._pool = ThreadPoolExecutor(nthread, thread_name_prefix="noeira-mujoco")
         else:
             try:
                 from mujoco import batch as mj_batch
@@ -102,28 +107,26 @@ class MujocoEngine:
                 ) from e
             self._batch = mj_batch.Batch(m, nsim=n, nthread=self.nthread)
             self._batch.reset(stage=mujoco.mjtStage.mjSTAGE_NONE)
-            self._state = {k: self._batch.bind(k) for k in _STATE}
-        self.qpos: Tensor = torch.from_numpy(self._state["qpos"])
+            state = {k: self._batch.bind(k) for k in _STATE}
+        self.qpos: Tensor = torch.from_numpy(state["qpos"])
         """``[N, nq]`` joint positions."""
-        self.qvel: Tensor = torch.from_numpy(self._state["qvel"])
+        self.qvel: Tensor = torch.from_numpy(state["qvel"])
         """``[N, nv]`` joint velocities."""
-        self.ctrl: Tensor = torch.from_numpy(self._state["ctrl"])
+        self.ctrl: Tensor = torch.from_numpy(state["ctrl"])
         """``[N, nu]`` controls, applied by the next step."""
-        self.act: Tensor = torch.from_numpy(self._state["act"])
+        self.act: Tensor = torch.from_numpy(state["act"])
         """``[N, na]`` actuator activations."""
-        self.time: Tensor = torch.from_numpy(self._state["time"])
+        self.time: Tensor = torch.from_numpy(state["time"])
         """``[N]`` simulation time."""
         self.sensordata: Tensor = self.field("sensordata")
         """``[N, nsensordata]`` sensor readings."""
-        if self._batch is None:
-            self._run(self._sync_out, None)
 
     # -- derived fields ----------------------------------------------------------------
     def field(self, name: str) -> Tensor:
         """A derived ``MjData`` field for every world, ``[N, *shape in MjData]``, e.g.
-        ``xpos [N, nbody, 3]``, ``cfrc_ext [N, nbody, 6]``, ``site_xpos [N, nsite, 3]``.
-        The tensor is refreshed in place by every ``step``/``forward``/``reset``; treat it
-        as read-only."""
+        ``xpos [N, nbody, 3]``, ``cfrc_ext [N, nbody, 6]``, ``site_xpos [N, nsite, 3]``;
+        zero until the next ``step``/``forward``, refreshed in place by each; treat it as
+        read-only."""
         if name in _STATE:
             return getattr(self, name)
         if name not in self._fields:
@@ -134,12 +137,10 @@ class MujocoEngine:
                     raise UserError(f"physics 'mujoco': no array field {name!r} to bind: {e}") from e
                 arr.flags.writeable = True  # reset() zeroes it; callers only read it
             else:
-                template = getattr(self._datas[0], name, None)
+                template = getattr(self._template, name, None)
                 if not isinstance(template, np.ndarray):
                     raise UserError(f"physics 'mujoco': MjData has no array field {name!r}")
                 arr = np.zeros((self.num_worlds, *template.shape), dtype=template.dtype)
-                for i, d in enumerate(self._datas):
-                    arr[i] = getattr(d, name)
             self._fields[name] = arr
         return torch.from_numpy(self._fields[name])
 
@@ -150,13 +151,15 @@ class MujocoEngine:
         if self._batch is not None:
             self._batch.step(nstep=nstep)
             return
-        m = self.mj_model
+        m, rows, fields = self.mj_model, self._rows, list(self._fields.items())
 
         def one(i: int, d: mujoco.MjData) -> None:
-            self._sync_in(i, d)
+            mujoco.mj_setState(m, d, rows[i], _SPEC)
             mujoco.mj_step(m, d, nstep)
             mujoco.mj_rnePostConstraint(m, d)
-            self._sync_out(i, d)
+            mujoco.mj_getState(m, d, rows[i], _SPEC)
+            for name, arr in fields:
+                arr[i] = getattr(d, name)
 
         self._run(one, None)
 
@@ -168,12 +171,14 @@ class MujocoEngine:
         if self._batch is not None:
             self._batch.forward(ids)
             return
-        m = self.mj_model
+        m, rows = self.mj_model, self._rows
+        fields = [(k, a) for k, a in self._fields.items() if k not in _POST_CONSTRAINT]
 
         def one(i: int, d: mujoco.MjData) -> None:
-            self._sync_in(i, d)
+            mujoco.mj_setState(m, d, rows[i], _SPEC)
             mujoco.mj_forward(m, d)
-            self._sync_out(i, d)
+            for name, arr in fields:
+                arr[i] = getattr(d, name)
 
         self._run(one, ids)
 
@@ -182,52 +187,37 @@ class MujocoEngine:
         ids = _ids(mask)
         if ids is not None and len(ids) == 0:
             return
+        rows = slice(None) if ids is None else ids
         if self._batch is not None:
             self._batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
-            rows = slice(None) if ids is None else ids
-            for arr in self._fields.values():
-                arr[rows] = 0
-            return
-        m = self.mj_model
-
-        def one(i: int, d: mujoco.MjData) -> None:
-            mujoco.mj_resetData(m, d)
-            self._sync_out(i, d)
-
-        self._run(one, ids)
+        else:
+            self._rows[rows] = self._initial
+        for arr in self._fields.values():
+            arr[rows] = 0
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
 
-    # -- the per-world path ------------------------------------------------------------
-    def _sync_in(self, i: int, d: mujoco.MjData) -> None:
-        mujoco.mj_setState(self.mj_model, d, self._rows[i], _SPEC)
-
-    def _sync_out(self, i: int, d: mujoco.MjData) -> None:
-        mujoco.mj_getState(self.mj_model, d, self._rows[i], _SPEC)
-        for name, arr in self._fields.items():
-            arr[i] = getattr(d, name)
-
-    def _run(self, fn: Any, ids: np.ndarray | None) -> None:
-        """``fn(i, data_i)`` for the worlds ``ids`` (all when None), in chunks on the pool."""
+    def _run(self, fn: Callable[[int, mujoco.MjData], None], ids: np.ndarray | None) -> None:
+        """``fn(i, data)`` for the worlds ``ids`` (all when None): one chunk of worlds and
+        one ``MjData`` per thread."""
         idx = np.arange(self.num_worlds) if ids is None else ids
-        datas = self._datas
 
-        def chunk(part: np.ndarray) -> None:
+        def chunk(part: np.ndarray, d: mujoco.MjData) -> None:
             for i in part.tolist():
-                fn(i, datas[i])
+                fn(i, d)
 
         if self._pool is None or len(idx) < 2:
-            chunk(idx)
+            chunk(idx, self._datas[0])
             return
-        futures = [self._pool.submit(chunk, part) for part in np.array_split(idx, min(self.nthread, len(idx)))]
-        for f in futures:
+        parts = np.array_split(idx, min(len(self._datas), len(idx)))
+        for f in [self._pool.submit(chunk, part, d) for part, d in zip(parts, self._datas, strict=False)]:
             f.result()
 
     def __repr__(self) -> str:
-        mode = "MjData pool" if self._batch is None else "mujoco.batch"
+        mode = "MjData per thread" if self._batch is None else "mujoco.batch"
         return f"MujocoEngine(num_worlds={self.num_worlds}, nthread={self.nthread}, {mode})"
 
 
