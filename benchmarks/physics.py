@@ -121,6 +121,8 @@ def warp_env(name: str, n: int, device: str, args) -> float:
                 step()
         torch.cuda.current_stream().wait_stream(s)
         g = torch.cuda.CUDAGraph()
+        for generator in (env.generator, gen):  # reset noise and actions drawn inside the graph
+            g.register_generator_state(generator)
         with torch.cuda.graph(g):
             step()
         rate = timed(g.replay, torch.cuda.synchronize, args.min_time)
