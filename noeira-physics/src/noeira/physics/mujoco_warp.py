@@ -93,6 +93,8 @@ class MujocoWarpEngine:
             except (NotImplementedError, ValueError) as e:
                 raise UserError(f"physics 'mujoco-warp': MuJoCo Warp cannot simulate this model: {e}") from e
             self._d = mjw.put_data(m, mujoco.MjData(m), nworld=num_worlds, **kw)
+            wp.synchronize_device(self._wp_device)  # later work runs on torch's streams
+        self._streams: dict[int, object] = {}
         self._fields: dict[str, Tensor] = {}
         self._saved: dict[str, Tensor] = {}
         self.qpos: Tensor = wp.to_torch(self._d.qpos)
@@ -113,9 +115,15 @@ class MujocoWarpEngine:
         self._initial = {name: t[:1].clone() for name, t in self._state.items() if t.numel()}
 
     def _stream(self) -> AbstractContextManager[object]:
-        if self.device.type == "cuda":
-            return wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(self.device)))
-        return wp.ScopedDevice(self._wp_device)
+        """Warp on torch's current stream (the capturing one while a graph is recorded),
+        without a wait on Warp's own stream: the work before is ordered on this stream."""
+        if self.device.type != "cuda":
+            return wp.ScopedDevice(self._wp_device)
+        ts = torch.cuda.current_stream(self.device)
+        stream = self._streams.get(ts.cuda_stream)
+        if stream is None:
+            stream = self._streams[ts.cuda_stream] = wp.stream_from_torch(ts)
+        return wp.ScopedStream(stream, sync_enter=False)
 
     def field(self, name: str) -> Tensor:
         """A derived field of MuJoCo Warp's ``Data`` for every world, ``[N, *shape]``
