@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from noeira.core import make_physics
+from noeira.core.contracts import PhysicsEngine
 from noeira.core.errors import PluginLoadError, UserError
 
 GYM = importlib.util.find_spec("gymnasium")
@@ -91,6 +92,7 @@ def test_mujoco_bit_identical_to_mj_step(rne: bool, nthread: int) -> None:
 @pytest.mark.parametrize("rne", [False, True], ids=["batch", "pool"])
 def test_mujoco_reset_forward_masks(rne: bool) -> None:
     eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", rne_post_constraint=rne)
+    assert isinstance(eng, PhysicsEngine) and eng.num_worlds == 4 and not eng.capture_safe
     site, sensors = eng.field("site_xpos"), eng.sensordata
     assert tuple(site.shape) == (4, 1, 3) and tuple(sensors.shape) == (4, 4)
     assert eng.qpos.dtype == torch.float64 and eng.qpos.shape == (4, 1)
@@ -213,6 +215,7 @@ def test_warp_matches_mujoco_ant_contact_forces(backend: str) -> None:
 @pytest.mark.parametrize("backend", WARP_DEVICES)
 def test_warp_reset_forward_masks(backend: str) -> None:
     eng = make_physics("mujoco-warp", PENDULUM, num_worlds=4, backend=backend)
+    assert isinstance(eng, PhysicsEngine) and eng.capture_safe == (backend == "cuda")
     site = eng.field("site_xpos")
     eng.qpos[:, 0] = torch.tensor([0.1, 0.2, 0.3, 0.4])
     eng.forward()
