@@ -207,7 +207,7 @@ def test_warp_env_step_in_cuda_graph() -> None:
         step()
         rb = b.step(action)
         torch.cuda.synchronize()
-        assert torch.allclose(a.obs, rb.obs, atol=1e-4), f"step {t}: {(a.obs - rb.obs).abs().max()}"
+        assert torch.allclose(a.obs, rb.obs, atol=1e-3), f"step {t}: {(a.obs - rb.obs).abs().max()}"
         assert torch.equal(a._result.truncated, rb.truncated), f"step {t}"
 
 

@@ -275,4 +275,4 @@ def test_warp_step_in_cuda_graph() -> None:
         b.ctrl.copy_(torch.tanh(b.qvel[:, :6] + u))
         b.step(5)
     torch.cuda.synchronize()
-    assert torch.allclose(a.qpos, b.qpos, atol=1e-5), (a.qpos - b.qpos).abs().max()
+    assert torch.allclose(a.qpos, b.qpos, atol=1e-3), (a.qpos - b.qpos).abs().max()
