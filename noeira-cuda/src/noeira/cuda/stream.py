@@ -18,7 +18,9 @@ finds the breaks and ``noeira verify-graph`` proves the result):
 * static inputs: every call passes the same objects (the same env); a tensor argument that
   is a different tensor of the same shape is copied into the recorded one;
 * static outputs: the step returns ``None`` or (a dict / tuple of) tensors; a replay returns
-  the recorded tensors, overwritten by the next replay (read or clone before then);
+  the recorded tensors, valid until the next call of either wrapped step (the graphs share a
+  pool: learn's outputs may lie where collect's temporaries go), so read or clone them first;
+  for the same reason a step keeps no tensor it allocates (state is allocated once, outside);
 * random numbers come from the default CUDA generator or from generators made with
   ``backend.generator(seed)``: those (``backend.generators``) are registered with each graph
   (``CUDAGraph.register_generator_state``, torch >= 2.5), so a replay draws the same numbers
