@@ -283,3 +283,22 @@ def test_driver_trains_under_stream_and_device(agents, tmp_path, monkeypatch) ->
         record = train(cfg, run_dir=tmp_path / graph)
         assert record["graph"] == graph and record["capture_env"] is True and record["outcome"] == "completed"
         assert record["final_eval"]["episodes"] == 4
+
+
+def test_device_warms_up_until_compiling_stops(monkeypatch) -> None:
+    """The compiled step records only after a warm-up call that compiled nothing."""
+    compiled_per_call = iter([2, 1, 1, 0])  # new graphs each warm call makes
+    total = {"graphs": 0}
+    events: list[str] = []
+
+    def fake_warm(self, args, kwargs):
+        total["graphs"] += next(compiled_per_call)
+        events.append("warm")
+
+    monkeypatch.setattr(device_graph, "_graphs_compiled", lambda: total["graphs"])
+    monkeypatch.setattr(RecordedStep, "_warm", fake_warm)
+    monkeypatch.setattr(RecordedStep, "_record", lambda self, a, k: events.append("record"))
+    step = device_graph._CompiledStep(lambda: None, lambda: None, get_backend("cpu"), StreamGraph(), warmup=2)
+    for _ in range(5):
+        step()
+    assert events == ["warm", "warm", "warm", "warm", "record"]  # call 3 still compiled, call 4 did not

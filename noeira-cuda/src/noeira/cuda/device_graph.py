@@ -65,13 +65,38 @@ class LatchedStep:
         return self.fn(*args, **kwargs)
 
 
+def _graphs_compiled() -> int:
+    """How many graphs dynamo has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 class _CompiledStep(RecordedStep):
-    """A recorded step whose warm-up and recording run the compiled function."""
+    """A recorded step whose warm-up and recording run the compiled function. Warm-up goes on
+    (up to ``MAX_EXTRA_WARMUP`` more calls) while a call still compiles something: compiling,
+    and running a new kernel the first time (inductor may benchmark it), must not happen
+    inside the recording, which would replay that work on every call."""
+
+    MAX_EXTRA_WARMUP = 8
 
     def __init__(self, fn: Callable[..., Any], compiled: Callable[..., Any], backend: Backend, owner: StreamGraph,
                  warmup: int) -> None:
         super().__init__(compiled, backend, owner, warmup)
         self.name = step_name(fn)
+        self._compiled_last_call = True
+
+    def _warm(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        before = _graphs_compiled()
+        out = super()._warm(args, kwargs)
+        self._compiled_last_call = _graphs_compiled() != before
+        return out
+
+    def _settled(self) -> bool:
+        if self._compiled_last_call and self.calls > self.warmup + self.MAX_EXTRA_WARMUP:
+            log.info("graph 'device': %s still compiles after %d calls; recording it anyway", self.name, self.calls - 1)
+            return True
+        return not self._compiled_last_call
 
 
 class DeviceGraph:

@@ -103,9 +103,13 @@ class RecordedStep:
             self._match_inputs(args, kwargs)
             self.graph.replay()
             return _fresh(self._out)
-        if self.calls <= self.warmup:
+        if self.calls <= self.warmup or not self._settled():
             return self._warm(args, kwargs)
         return self._record(args, kwargs)
+
+    def _settled(self) -> bool:
+        """Ready to record after the warm-up calls (the compiled step waits for compiling to stop)."""
+        return True
 
     # -- phases ----------------------------------------------------------------------------
     def _warm(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
