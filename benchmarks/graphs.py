@@ -117,8 +117,8 @@ def build(case: str, backend_name: str, quick: bool) -> tuple[Backend, Any, Any,
         env.reset(seed=0)
         return backend, env, agent, True, f"builtin reinforce/pointmass {n} envs"
     from noeira.core.config import deep_merge, parse_overrides
+    from noeira.core.driver import build as build_run
     from noeira.core.driver import resolve
-    from noeira.cuda.runs import build as build_run
 
     raw: dict[str, Any] = {"backend": backend_name, "agent": {"name": parts[0]}, "env": {"name": parts[1]}}
     if len(parts) > 2:

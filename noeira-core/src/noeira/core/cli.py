@@ -21,9 +21,7 @@ from noeira.core.config import (
     DEFAULT_ENV,
     GraphConfig,
     RunSection,
-    deep_merge,
     describe,
-    load_toml,
     parse_overrides,
 )
 from noeira.core.errors import UserError
@@ -61,13 +59,11 @@ def _train_help(overrides: dict[str, Any]) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from noeira.core.driver import resolve, train
+    from noeira.core.driver import config_from_cli, train
 
-    overrides = parse_overrides(args.overrides)
     if args.help:
-        return _train_help(overrides)
-    raw = load_toml(args.config) if args.config else {}
-    cfg = resolve(deep_merge(raw, overrides))
+        return _train_help(parse_overrides(args.overrides))
+    cfg = config_from_cli(args.overrides, args.config)
     record = train(cfg, run_dir=args.run_dir)
     ev = record.get("final_eval")
     evs = f", eval {ev['mean_return']:.1f} ± {ev['std_return']:.1f} over {ev['episodes']} episodes" if ev else ""

@@ -35,13 +35,26 @@ from noeira.core.config import (
     RunConfig,
     RunSection,
     deep_merge,
+    load_toml,
+    parse_overrides,
     structure,
 )
 from noeira.core.contracts import Backend, BatchedEnv
 from noeira.core.errors import ConfigError, UserError
 from noeira.core.plugins import get_plugin_manager
 
-__all__ = ["Run", "build_env", "evaluate", "load_checkpoint", "resolve", "save_checkpoint", "train"]
+__all__ = [
+    "Pieces",
+    "Run",
+    "build",
+    "build_env",
+    "config_from_cli",
+    "evaluate",
+    "load_checkpoint",
+    "resolve",
+    "save_checkpoint",
+    "train",
+]
 
 log = logging.getLogger("noeira")
 GRAPH_ENV = "NOEIRA_GRAPH_BACKEND"
@@ -217,14 +230,33 @@ def _new_run_dir(cfg: RunConfig) -> Path:
     return path
 
 
-def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train as ``cfg`` says, writing the run directory; returns the record."""
-    pm = get_plugin_manager()
-    pm.hook.noeira_configure(config=cfg)
+def config_from_cli(overrides: list[str], config: str | Path | None = None) -> RunConfig:
+    """The config ``noeira train [overrides] [--config FILE]`` runs with."""
+    raw = load_toml(config) if config else {}
+    return resolve(deep_merge(raw, parse_overrides(overrides)))
+
+
+@attrs.define
+class Pieces:
+    """A run's parts, built in the driver's order: seeded, env reset, agent made."""
+
+    cfg: RunConfig
+    backend: Backend
+    env: BatchedEnv
+    agent: Any
+    capture_env: bool
+    """Whether ``collect`` is recorded (``graph.capture_env``, else the env's ``capture_safe``)."""
+    capture_train: bool
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def build(cfg: RunConfig, graph_name: str = "eager") -> Pieces:
+    """Seed the backend, build env and agent, reset the env. Raises :class:`ConfigError`
+    for an explicit ``capture_env=true`` on an env that is not capture-safe."""
     backend = get_backend(cfg.backend)
     backend.seed(cfg.run.seed)
-    graph_name = choose_graph(cfg.graph, backend)
-    graph = get_graph_backend(graph_name)
     env = build_env(cfg, backend, seed=cfg.run.seed)
     capture_env = cfg.graph.capture_env
     if capture_env and not env.capture_safe:
@@ -234,10 +266,21 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         capture_env = env.capture_safe
         if not env.capture_safe and graph_name != "eager":
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
-    cls = registry.load("agents", cfg.agent.name)
-    agent = cls(env.spec, backend, cfg.agent.config)
+    agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
     if hasattr(agent, "set_total_steps"):  # optional: schedules (lr annealing, exploration) span the run
         agent.set_total_steps(cfg.run.total_steps)
+    env.reset(seed=cfg.run.seed)
+    return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)
+
+
+def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
+    """Train as ``cfg`` says, writing the run directory; returns the record."""
+    pm = get_plugin_manager()
+    pm.hook.noeira_configure(config=cfg)
+    graph_name = choose_graph(cfg.graph, get_backend(cfg.backend))
+    graph = get_graph_backend(graph_name)
+    pieces = build(cfg, graph_name)
+    backend, env, agent, capture_env = pieces.backend, pieces.env, pieces.agent, pieces.capture_env
 
     path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
     path.mkdir(parents=True, exist_ok=True)
@@ -259,7 +302,6 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     }
     outcome = "failed"
     pm.hook.noeira_run_started(run=run)
-    env.reset(seed=cfg.run.seed)
     t0 = time.perf_counter()
     steps0 = run.env_steps
     window_t, window_steps = t0, run.env_steps
@@ -322,8 +364,6 @@ def _finite(x: Any) -> Any:
 
 def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:
     """Evaluate a run's checkpoint as ``noeira eval`` does; same seed as the run's final eval."""
-    from noeira.core.config import load_toml
-
     p = Path(run_dir)
     if not (p / "config.toml").is_file():
         raise UserError(f"{run_dir}: not a run directory (no config.toml)")
