@@ -150,12 +150,14 @@ class SAC(OffPolicyAgent):
     @classmethod
     def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
         """Tuned defaults for the env (below whatever the user sets). Pendulum: 4 envs, one
-        update per transition, 3-step returns (which roughly halve the steps to solve it)."""
+        update per transition, 3-step returns (which roughly halve the steps to solve it);
+        64-wide networks on the CPU (as good here, twice as fast), 256-wide elsewhere."""
         if env_name == "pendulum":
+            small = backend_name == "cpu"
             return {
                 "env": {"num_envs": 4},
-                "agent": {"hidden": [128, 128], "batch_size": 128, "buffer_size": 100_000, "learning_starts": 1_000,
-                          "updates_per_step": 4, "n_step": 3},
+                "agent": {"hidden": [64, 64] if small else [256, 256], "batch_size": 128 if small else 256,
+                          "buffer_size": 100_000, "learning_starts": 1_000, "updates_per_step": 4, "n_step": 3},
                 "run": {"total_steps": 8_000, "log_interval": 100},
             }
         return {"run": {"total_steps": 1_000_000, "log_interval": 250}}
