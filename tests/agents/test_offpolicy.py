@@ -350,3 +350,27 @@ def test_classes_are_the_registered_ones() -> None:
     assert isinstance(make_agent("dqn", env, "cpu", **SMALL), DQN)
     env = make_env("pendulum", num_envs=2, backend="cpu", seed=0)
     assert isinstance(make_agent("td3", env, "cpu", **SMALL), TD3)
+
+
+def test_dqn_dueling_head_and_plain_targets() -> None:
+    agent, env = build("dqn", dueling=True, double=False, loss="huber", updates_per_step=2, n_step=2)
+    check_agent(agent, env, iterations=2)
+    q = agent.q
+    h = q.trunk(env.obs.float())
+    adv = q.advantage(h)
+    assert torch.allclose(q(env.obs), q.value(h) + adv - adv.mean(-1, keepdim=True))
+
+
+def test_learning_rates_anneal_on_the_device() -> None:
+    agent, env = build("sac", learning_starts=8, lr_anneal_steps=32, lr_end_fraction=0.25, updates_per_step=1)
+    seen = []
+    for _ in range(10):
+        agent.collect(env)
+        log = OpLog()
+        with log:
+            agent.learn()
+        assert not log.syncs
+        seen.append(float(agent.optimizers["actor"].param_groups[0]["lr"]))
+    steps = [4 * (i + 1) for i in range(10)]
+    want = [0.0 if s < 8 else 3e-4 * (1 - 0.75 * min(s / 32, 1.0)) for s in steps]
+    assert seen == pytest.approx(want, rel=1e-5)

@@ -70,6 +70,11 @@ class OffPolicyConfig:
     updates_per_step = num_envs is one update per transition collected."""
     n_step: int = 1
     """Steps of the n-step return (1: the one-step TD target)."""
+    lr_anneal_steps: int = 0
+    """Env steps over which every learning rate falls linearly to ``lr_end_fraction`` of its
+    value, then stays there (0: constant learning rates)."""
+    lr_end_fraction: float = 0.0
+    """Learning rates at the end of ``lr_anneal_steps``, as a fraction of their initial value."""
     hidden: tuple[int, ...] = (256, 256)
     """Widths of the hidden layers of every network."""
     checkpoint_buffer: bool = True
@@ -286,8 +291,12 @@ class OffPolicyAgent:
         """``updates_per_step`` gradient updates on batches drawn at once from the buffer."""
         cfg = self.config
         self.learning.copy_(self.env_steps >= cfg.learning_starts)
+        scale = self.learning
+        if cfg.lr_anneal_steps > 0:
+            frac = (self.env_steps.float() / cfg.lr_anneal_steps).clamp(max=1.0)
+            scale = scale * (1.0 - (1.0 - cfg.lr_end_fraction) * frac)
         for lr_t, lr in self._lrs.values():
-            torch.mul(self.learning, lr, out=lr_t)
+            torch.mul(scale, lr, out=lr_t)
         batches = self.rb.sample(cfg.batch_size, cfg.n_step, cfg.gamma, num_batches=cfg.updates_per_step)
         totals: dict[str, Tensor] = {}
         counts: dict[str, int] = {}  # a metric is averaged over the updates that report it
