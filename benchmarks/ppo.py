@@ -41,8 +41,9 @@ THRESHOLD = 475.0
 
 
 def _build(backend_name: str, num_envs: int, seed: int, overrides: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    run = {"seed": seed, "progress": False, **overrides.pop("run", {})}
     raw = {"backend": backend_name, "env": {"name": "cartpole", "num_envs": num_envs},
-           "agent": {"name": "ppo", **overrides}, "run": {"seed": seed, "progress": False}}
+           "agent": {"name": "ppo", **overrides}, "run": run}
     cfg = resolve(raw)
     backend = get_backend(cfg.backend)
     backend.seed(seed)
@@ -61,7 +62,7 @@ def _wrap(graph_name: str, agent: Any, env: Any, backend: Any) -> tuple[Any, Any
 
 
 def throughput(backend_name: str, graph_name: str, num_envs: int, iterations: int, overrides: dict[str, Any]) -> dict[str, Any]:
-    cfg, backend, env, agent = _build(backend_name, num_envs, 0, overrides)
+    cfg, backend, env, agent = _build(backend_name, num_envs, 0, dict(overrides))
     collect, learn = _wrap(graph_name, agent, env, backend)
     env.reset(seed=0)
     t0 = time.perf_counter()
@@ -83,7 +84,7 @@ def throughput(backend_name: str, graph_name: str, num_envs: int, iterations: in
 
 def time_to_solve(backend_name: str, graph_name: str, num_envs: int, seed: int, eval_every: int, max_steps: int,
                   episodes: int, overrides: dict[str, Any]) -> dict[str, Any]:
-    cfg, backend, env, agent = _build(backend_name, num_envs, seed, overrides)
+    cfg, backend, env, agent = _build(backend_name, num_envs, seed, dict(overrides))
     collect, learn = _wrap(graph_name, agent, env, backend)
     eval_env = build_env(cfg, backend, num_envs=episodes, seed=seed + 1)
     env.reset(seed=seed)
@@ -149,7 +150,9 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=0, help="timed throughput iterations (default 50; quick 10)")
     p.add_argument("--seeds", default="0", help="comma list of seeds for time-to-solve (median reported)")
     p.add_argument("--eval-every", type=int, default=0, help="env steps between evaluations (default ~2 iterations)")
-    p.add_argument("--max-steps", type=int, default=0, help="give up solving after this many env steps")
+    p.add_argument("--total-steps", type=int, default=0,
+                   help="run.total_steps: the lr annealing horizon (default: the recipe's)")
+    p.add_argument("--max-steps", type=int, default=0, help="give up solving after this many env steps (default: total)")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--no-sb3", action="store_true", help="skip Stable-Baselines3")
     p.add_argument("--sb3-device", default="cpu", help="SB3's torch device (its MlpPolicy PPO is fastest on cpu)")
@@ -161,10 +164,13 @@ def main() -> None:
     from noeira.core.config import parse_overrides
     overrides = parse_overrides([f"agent.{kv}" for kv in args.set]).get("agent", {})
     backend = get_backend(args.backend)
+    if args.total_steps:
+        overrides["run"] = {"total_steps": args.total_steps}
     sizes = [int(x) for x in (args.num_envs or ("32,128" if args.quick else "1024,4096,16384,65536")).split(",")]
     iterations = args.iterations or (10 if args.quick else 50)
     seeds = [int(s) for s in args.seeds.split(",")]
-    max_steps = args.max_steps or (300_000 if backend.name == "cpu" else 20_000_000)
+    recipe_total = resolve({"backend": backend.name}).run.total_steps
+    max_steps = args.max_steps or args.total_steps or recipe_total
     print(f"device: {backend.device_name()} ({backend.name}), torch {torch.__version__}, threads {torch.get_num_threads()}")
 
     rows: list[dict[str, Any]] = []

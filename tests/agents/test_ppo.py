@@ -377,3 +377,23 @@ def test_multidiscrete_learns() -> None:
         agent.collect(env)
     last = float(agent.buf.rewards.mean())
     assert first < 0.8 and last > 1.9, (first, last)
+
+
+def test_prioritized_segments_and_importance_weights() -> None:
+    """Segments (whole env columns) are drawn ~ sum_t |A|^alpha without replacement, with
+    weights (N p)^-beta, one per transition of the segment."""
+    env = make_env("cartpole", num_envs=8, backend="cpu", seed=0)
+    agent = make_agent("ppo", env, horizon=4, num_minibatches=4, prio_alpha=1.0)
+    assert agent.minibatch_segments == 2
+    adv = torch.full((4, 8), 0.01)
+    adv[:, 5] = 100.0  # env 5 dominates the priorities
+    agent.buf.advantages.copy_(adv)
+    idx, weight = agent._sample_segments(torch.tensor(0.5))
+    assert idx.shape == (8,) and weight.shape == (8,)
+    envs = (idx % 8).view(4, 2)
+    assert bool((envs == envs[0]).all()), "each column must be one env's whole segment"
+    assert torch.equal((idx // 8).view(4, 2), torch.arange(4)[:, None].expand(4, 2))
+    assert 5 in envs[0].tolist() and envs[0, 0] != envs[0, 1]
+    score = adv.abs().sum(0) + 1e-6
+    probs = score / score.sum()
+    torch.testing.assert_close(weight.view(4, 2)[0], (8 * probs[envs[0]]).pow(-0.5))

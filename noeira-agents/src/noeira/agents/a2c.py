@@ -83,14 +83,14 @@ class Config:
 
 
 _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
-    # one gradient step per rollout: Adam with a high annealed lr, advantages not normalised
-    # (as for PPO: normalising the ~0 advantages of a solved policy makes it drift)
+    # one gradient step per rollout, so small batches (many steps): Adam with a high annealed
+    # lr, advantages not normalised (as for PPO). About 2,300 updates solve CartPole.
     "cartpole": {
         "cpu": {
-            "env": {"num_envs": 32},
+            "env": {"num_envs": 16},
             "agent": {"horizon": 8, "lr": 3e-3, "optimizer": "adam", "gamma": 0.99, "gae_lambda": 0.95,
                       "norm_adv": False, "anneal_lr": True},
-            "run": {"total_steps": 250_000, "log_interval": 50},
+            "run": {"total_steps": 300_000, "log_interval": 50},
         },
         "cuda": {
             "env": {"num_envs": 256},
