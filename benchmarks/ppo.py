@@ -156,6 +156,9 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--no-sb3", action="store_true", help="skip Stable-Baselines3")
     p.add_argument("--sb3-device", default="cpu", help="SB3's torch device (its MlpPolicy PPO is fastest on cpu)")
+    p.add_argument("--sb3-threads", type=int, default=0,
+                   help="torch threads for SB3 (default: as ours, i.e. 1 after our cpu recipe; on a busy "
+                        "2-core machine more threads make SB3 several times slower)")
     p.add_argument("--quick", action="store_true", help="small sizes for a CPU")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra agent.KEY=VALUE for our PPO")
     p.add_argument("--json", help="write the results here")
@@ -196,15 +199,19 @@ def main() -> None:
 
     recipes: list[dict[str, Any]] = []
     for seed in seeds:
-        r = {"impl": "noeira (noeira train, default recipe)", "seed": seed, **noeira_default(backend.name, seed)}
+        r = {"impl": "noeira (noeira train, default recipe)", "seed": seed, **noeira_default(backend.name, seed),
+             "threads": torch.get_num_threads()}
         recipes.append(r)
         print(_fmt_recipe(r), flush=True)
         if not args.no_sb3:
+            if args.sb3_threads:
+                torch.set_num_threads(args.sb3_threads)
+            threads = torch.get_num_threads()
             s = sb3_zoo(seed, args.sb3_device)
             if s is None:
                 print("stable-baselines3 not installed: SB3 skipped (pip install stable-baselines3)")
             else:
-                s = {"impl": f"SB3 PPO (zoo recipe, {args.sb3_device})", "seed": seed, **s}
+                s = {"impl": f"SB3 PPO (zoo recipe, {args.sb3_device})", "seed": seed, **s, "threads": threads}
                 recipes.append(s)
                 print(_fmt_recipe(s), flush=True)
 
@@ -213,7 +220,7 @@ def main() -> None:
     for r in rows:
         print(_fmt(r))
     print("\nfixed-budget recipes (training wall time, then deterministic eval over 10 episodes)")
-    print(f"{'impl':44} {'seed':>4} {'envs':>5} {'steps':>8} {'train s':>8} {'steps/s':>10} {'eval':>6}")
+    print(f"{'impl':44} {'seed':>4} {'envs':>5} {'steps':>8} {'train s':>8} {'steps/s':>10} {'eval':>6} {'threads':>7}")
     for r in recipes:
         print(_fmt_recipe(r))
     if args.json:
@@ -231,7 +238,7 @@ def _fmt(r: dict[str, Any]) -> str:
 
 def _fmt_recipe(r: dict[str, Any]) -> str:
     return (f"{r['impl']:44} {r['seed']:>4} {r['num_envs']:>5} {r['steps']:>8} {r['train_seconds']:>8.2f} "
-            f"{r['steps_per_second']:>10,.0f} {r['eval']:>6.1f}")
+            f"{r['steps_per_second']:>10,.0f} {r['eval']:>6.1f} {r.get('threads', '-'):>7}")
 
 
 if __name__ == "__main__":
