@@ -3,8 +3,8 @@ to a return threshold, ours beside Stable-Baselines3 in the same run.
 
 For each algorithm x ``num_envs`` x graph backend, noeira's agent is built as the driver
 builds it (the env's recipe, with ``env.num_envs`` and the update-to-data ratio set here:
-``updates_per_step = num_envs`` for SAC, one update per transition, and ``num_envs / 2`` for
-DQN, the recipe's ratio) and run from a fresh seeded start:
+``updates_per_step = num_envs``: one gradient update per transition, the recipes' ratio) and
+run from a fresh seeded start:
 
 - **updates/s**: gradient updates per second of wall time of the whole loop (collect + learn)
   once learning has started, the first calls (warm-up, graph recording) excluded;
@@ -45,14 +45,14 @@ TASKS = {
              "n_step": 1},
             {"batch_size": 256, "learning_rate": 1e-3, "learning_starts": 1000, "policy_kwargs": {"net_arch": [256, 256]}}),
     "dqn": ("cartpole", "CartPole-v1", 400.0, {"n_step": 1},
-            {"learning_rate": 1e-3, "batch_size": 128, "buffer_size": 50_000, "learning_starts": 1000,
+            {"learning_rate": 5e-4, "batch_size": 256, "buffer_size": 50_000, "learning_starts": 1000,
              "exploration_final_eps": 0.02, "gamma": 0.99, "max_grad_norm": 10.0,
              "policy_kwargs": {"net_arch": [64, 64]}}),
 }
 
 
 def updates_per_step(algo: str, num_envs: int) -> int:
-    return num_envs if algo == "sac" else max(1, num_envs // 2)
+    return num_envs  # one gradient update per transition, as both recipes do
 
 
 def _build(algo: str, backend_name: str, num_envs: int, seed: int, extra: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
@@ -137,7 +137,8 @@ def run_sb3(algo: str, num_envs: int, seed: int, args: argparse.Namespace, backe
     venv = make_vec_env(gym_id, n_envs=num_envs, seed=seed)
     extra: dict[str, Any] = {"train_freq": 1, "gradient_steps": updates_per_step(algo, num_envs)}
     if algo == "dqn":
-        extra.update(exploration_fraction=12_000 / args.max_steps, target_update_interval=200)
+        # our target update every 250 gradient updates = every 250 env steps at this ratio
+        extra.update(exploration_fraction=min(1.0, 12_000 / args.max_steps), target_update_interval=250)
     cls = {"sac": sb3.SAC, "dqn": sb3.DQN}[algo]
     model = cls("MlpPolicy", venv, seed=seed, device=args.sb3_device, verbose=0, **kwargs, **extra)
     state = {"train": 0.0, "solved": None, "steps": None, "upd_time": 0.0, "upd": 0, "last": time.perf_counter(),
