@@ -13,10 +13,13 @@ One iteration of the driver is ``collect(env); learn()``:
 Both are capture-safe, the same op sequence on every call: the warm-up is decided on the
 device. ``env_steps`` is a device counter; ``collect`` chooses random or policy actions
 with ``torch.where`` on it, and ``learn`` always runs its updates but multiplies every
-learning rate (and the target-averaging rate) by the device flag
-``env_steps >= learning_starts``, so nothing moves before learning starts. (Adam's moments
-see the gradients of those warm-up updates, which only warms them up.) Optimizers are
-``Adam(fused=True)`` with the learning rate as a device tensor, ``capturable`` on CUDA.
+learning rate by the device flag ``env_steps >= learning_starts`` (and by the optional
+linear annealing factor), so no network moves before learning starts, and the targets,
+which start equal to the online networks, stay put too. The price: the warm-up updates
+are computed and thrown away (Adam's moments see their gradients, which only warms them
+up). Optimizers are ``Adam(fused=True)`` with the learning rate as a device tensor,
+``capturable`` on CUDA. A TD3-style delay is a fixed host-side pattern over the updates of
+one call (see :mod:`noeira.agents.td3`).
 """
 
 from __future__ import annotations
