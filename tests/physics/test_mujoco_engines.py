@@ -247,16 +247,19 @@ def test_warp_humanoid_pgs_to_newton_with_warning(backend: str) -> None:
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
 def test_warp_step_in_cuda_graph() -> None:
-    """The step records in a CUDA graph with the torch code around it; replays equal eager."""
+    """The step records in a CUDA graph with the torch code around it (allocating before
+    and after it, as an env step does); replays equal eager."""
     xml = os.path.join(ASSETS, "half_cheetah.xml")
     a = make_physics("mujoco-warp", xml, num_worlds=64, backend="cuda")
     b = make_physics("mujoco-warp", xml, num_worlds=64, backend="cuda")
     assert a.capture_safe
     u = torch.zeros_like(a.ctrl)
+    obs = torch.zeros(64, a.qpos.shape[1] + a.qvel.shape[1], device="cuda")
 
     def step() -> None:
         a.ctrl.copy_(torch.tanh(a.qvel[:, :6] + u))
         a.step(5)
+        obs.copy_(torch.cat([a.qpos, a.qvel], dim=1) * 2)
 
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -276,3 +279,50 @@ def test_warp_step_in_cuda_graph() -> None:
         b.step(5)
     torch.cuda.synchronize()
     assert torch.allclose(a.qpos, b.qpos, atol=1e-3), (a.qpos - b.qpos).abs().max()
+    assert torch.equal(obs, torch.cat([a.qpos, a.qvel], dim=1) * 2)
+
+
+@pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
+def test_warp_registers_external_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While torch records the step's stream in a CUDA graph, the Warp calls run inside
+    wp.capture_begin(external=True)/capture_end, so Warp makes the frees of its temporaries
+    graph nodes (unregistered it frees them at once: CUDA error 900), with the model whose
+    conditional nodes are off; nothing is registered when the stream is not capturing or
+    Warp captures it itself. (The CUDA path around it: test_warp_step_in_cuda_graph.)"""
+    import warp as wp
+
+    eng = make_physics("mujoco-warp", PENDULUM, num_worlds=2, backend="cpu")
+    calls: list[tuple[str, dict]] = []
+    monkeypatch.setattr(wp, "capture_begin", lambda **kw: calls.append(("begin", kw)))
+    monkeypatch.setattr(wp, "capture_end", lambda **kw: calls.append(("end", kw)) or f"graph{len(calls)}")
+
+    class Device:
+        captures: dict = {}
+
+    class Stream:
+        def __init__(self, capturing: bool) -> None:
+            self.is_capturing, self.cuda_stream, self.device = capturing, 1234, Device()
+
+    stream = Stream(capturing=True)
+    with eng._external_capture(stream) as m:
+        assert calls == [("begin", {"stream": stream, "external": True, "capture_mode": wp.CaptureMode.GLOBAL})]
+        assert m.opt.graph_conditional is False and m.opt.iterations == eng._m.opt.iterations
+    assert eng._m.opt.graph_conditional is True  # eager steps keep the early exit
+    assert calls[1] == ("end", {"stream": stream}) and eng._graphs == ["graph2"]  # kept: kernels stay loaded
+
+    with pytest.raises(ValueError, match="boom"), eng._external_capture(stream):
+        raise ValueError("boom")
+    assert [c[0] for c in calls] == ["begin", "end", "begin", "end"] and len(eng._graphs) == 1
+
+    calls.clear()
+    for s in (Stream(capturing=False), stream):
+        if s is stream:
+            Device.captures = {Stream(capturing=True): "warp's own"}  # same cuda stream, Warp's capture
+        with eng._external_capture(s) as m:
+            assert m is eng._m
+    assert calls == []
+
+    with_cond = make_physics("mujoco-warp", PENDULUM, num_worlds=2, backend="cpu", torch_graph_conditional=True)
+    Device.captures = {}
+    with with_cond._external_capture(stream) as m:
+        assert m is with_cond._m and m.opt.graph_conditional is True

@@ -4,7 +4,11 @@ State is exposed as float32 torch tensors that *are* MuJoCo Warp's arrays
 (``wp.to_torch``, no copy): ``qpos [N, nq]``, ``qvel [N, nv]``, ``ctrl [N, nu]``,
 ``act [N, na]``, ``time [N]``; derived fields from :meth:`MujocoWarpEngine.field`.
 Kernels are launched on torch's current stream, so a step can be recorded in a CUDA
-graph together with the torch code around it (``capture_safe`` on CUDA).
+graph together with the torch code around it (``capture_safe`` on CUDA): while torch's
+stream is capturing, the Warp calls are registered with Warp as an external capture
+(``wp.capture_begin(external=True)``), so the temporaries MuJoCo Warp allocates and drops
+inside a step become allocation/free nodes of the graph instead of frees that the
+capture forbids.
 
 Same semantics as the ``mujoco`` engine: after ``step`` the derived fields describe the
 state before the last substep; ``forward(mask)`` recomputes them for the masked worlds
@@ -19,8 +23,11 @@ features are refused with MuJoCo Warp's reason.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
 import warnings
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 
 import attrs
 import mujoco
@@ -60,6 +67,13 @@ class MujocoWarpEngine:
         rne_post_constraint: bool = False
         """Run rne_postconstraint after every step, as gymnasium's MuJoCo envs do, so
         that cacc, cfrc_int and cfrc_ext are current."""
+        torch_graph_conditional: bool = False
+        """Keep MuJoCo Warp's conditional graph nodes (the solver's early exit) when a step
+        is recorded by a torch CUDA graph. Off: the solver runs its fixed ``iterations``
+        there (converged worlds idle), as MuJoCo Warp does inside JAX's graphs: Warp adds a
+        conditional node by ending the capture and beginning a new one into the same graph,
+        which may give the stream a new capture id, the id by which torch puts the
+        allocations of the torch code after the step into the graph's memory pool."""
 
     def __init__(self, config: Config, *, model: str | mujoco.MjModel, num_worlds: int, backend: Backend) -> None:
         for key in ("nconmax", "njmax"):
@@ -94,6 +108,10 @@ class MujocoWarpEngine:
                 raise UserError(f"physics 'mujoco-warp': MuJoCo Warp cannot simulate this model: {e}") from e
             self._d = mjw.put_data(m, mujoco.MjData(m), nworld=num_worlds, **kw)
             wp.synchronize_device(self._wp_device)  # later work runs on torch's streams
+        # the model used while a torch graph records a step (see Config.torch_graph_conditional)
+        self._m_torch_graph = self._m if config.torch_graph_conditional else dataclasses.replace(
+            self._m, opt=dataclasses.replace(self._m.opt, graph_conditional=False))
+        self._graphs: list[object] = []  # Warp's records of external captures: they keep kernels loaded
         self._streams: dict[int, object] = {}
         self._fields: dict[str, Tensor] = {}
         self._saved: dict[str, Tensor] = {}
@@ -114,16 +132,42 @@ class MujocoWarpEngine:
                        if isinstance(getattr(self._d, name, None), wp.array)}
         self._initial = {name: t[:1].clone() for name, t in self._state.items() if t.numel()}
 
-    def _stream(self) -> AbstractContextManager[object]:
-        """Warp on torch's current stream (the capturing one while a graph is recorded),
-        without a wait on Warp's own stream: the work before is ordered on this stream."""
+    @contextlib.contextmanager
+    def _warp(self) -> Iterator[object]:
+        """Warp on torch's current stream, without a wait on Warp's own stream (the work
+        before is ordered on this stream); yields the MuJoCo Warp model to step with."""
         if self.device.type != "cuda":
-            return wp.ScopedDevice(self._wp_device)
+            with wp.ScopedDevice(self._wp_device):
+                yield self._m
+            return
         ts = torch.cuda.current_stream(self.device)
         stream = self._streams.get(ts.cuda_stream)
         if stream is None:
             stream = self._streams[ts.cuda_stream] = wp.stream_from_torch(ts)
-        return wp.ScopedStream(stream, sync_enter=False)
+        with wp.ScopedStream(stream, sync_enter=False), self._external_capture(stream) as m:
+            yield m
+
+    @contextlib.contextmanager
+    def _external_capture(self, stream: wp.Stream) -> Iterator[object]:
+        """While someone else (torch) records ``stream`` in a CUDA graph, tell Warp so:
+        unregistered, Warp frees a temporary allocated in the capture at once, which
+        the capture forbids (CUDA error 900); registered, the free becomes a node of the
+        graph. Inside a capture Warp started itself (``wp.ScopedCapture``) nothing is done."""
+        if not stream.is_capturing or any(s.cuda_stream == stream.cuda_stream for s in stream.device.captures):
+            yield self._m
+            return
+        # torch.cuda.graph and CUDAGraph.capture_begin capture in global mode by default
+        wp.capture_begin(stream=stream, external=True, capture_mode=wp.CaptureMode.GLOBAL)
+        try:
+            # Warp arrays left in reference cycles by earlier steps are freed now, while
+            # Warp defers frees, rather than by a later collection amid the torch capture
+            gc.collect()
+            yield self._m_torch_graph
+        except BaseException:
+            with contextlib.suppress(Exception):  # the capture is invalid already; the error says why
+                wp.capture_end(stream=stream)
+            raise
+        self._graphs.append(wp.capture_end(stream=stream))
 
     def field(self, name: str) -> Tensor:
         """A derived field of MuJoCo Warp's ``Data`` for every world, ``[N, *shape]``
@@ -143,11 +187,11 @@ class MujocoWarpEngine:
 
     def step(self, nstep: int = 1) -> None:
         """``nstep`` substeps in every world (then rne_postconstraint with that option)."""
-        with self._stream():
+        with self._warp() as m:
             for _ in range(nstep):
-                mjw.step(self._m, self._d)
+                mjw.step(m, self._d)
             if self.config.rne_post_constraint:
-                mjw.rne_postconstraint(self._m, self._d)
+                mjw.rne_postconstraint(m, self._d)
 
     def forward(self, mask: Tensor | None = None) -> None:
         """Forward dynamics in the worlds where ``mask [N]`` is True (all when None)."""
@@ -157,8 +201,8 @@ class MujocoWarpEngine:
                 if saved is None:
                     saved = self._saved[name] = torch.empty_like(t)
                 saved.copy_(t)
-        with self._stream():
-            mjw.forward(self._m, self._d)
+        with self._warp() as m:
+            mjw.forward(m, self._d)
         if mask is not None:
             for name, t in self._fields.items():
                 keep = ~mask.view(-1, *([1] * (t.dim() - 1)))
@@ -174,8 +218,8 @@ class MujocoWarpEngine:
         step; everything else is recomputed from the state by the next forward or step.
         """
         if mask is None:
-            with self._stream():
-                mjw.reset_data(self._m, self._d)
+            with self._warp() as m:
+                mjw.reset_data(m, self._d)
             for t in self._fields.values():
                 t.zero_()
             return
