@@ -19,7 +19,7 @@ nox.options.reuse_existing_virtualenvs = True
 TORCH = "torch==2.13.0"
 DISTS = ["./noeira-core", "./noeira-envs[gymnasium,mujoco]", "./noeira-agents", "./noeira-physics",
          "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin"]
-TEST_DEPS = ["pytest>=8", "gymnasium>=1.0", "mujoco>=3.2"]
+TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0"]  # gymnasium's v5 MuJoCo envs are the reference
 
 
 def _has_cuda() -> bool:
@@ -67,7 +67,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks, quick sizes (pass --full for the sizes in BENCHMARKS.md)."""
-    _install(session, "gymnasium>=1.0", "mujoco>=3.2", "stable-baselines3")
+    _install(session, "gymnasium[mujoco]>=1.0", "stable-baselines3")
     quick = [] if "--full" in session.posargs else ["--quick"]
     for script in sorted(__import__("pathlib").Path("benchmarks").glob("*.py")):
         session.run("python", str(script), *quick)
