@@ -29,8 +29,9 @@ def test_run_directory_contents(toy_dist, tmp_path) -> None:
     cfg = resolve({**TOY, "run": {"total_steps": 640, "log_interval": 2, "eval_episodes": 3}})
     record = train(cfg, run_dir=tmp_path / "run")
     run = tmp_path / "run"
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.toml", "metrics.csv", "metrics.jsonl",
-                                                       "record.json"] or (run / "metrics.jsonl").exists()
+    # metrics.csv comes from the example plugin's hook, when it is installed
+    assert {p.name for p in run.iterdir()} - {"metrics.csv"} == {"checkpoints", "config.toml", "metrics.jsonl",
+                                                                  "record.json"}
     on_disk = json.loads((run / "record.json").read_text())
     assert on_disk["outcome"] == "completed" == record["outcome"]
     assert on_disk["env_steps"] == 640 and on_disk["iterations"] == 5
