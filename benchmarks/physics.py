@@ -8,11 +8,21 @@ several world counts, for
   batch-raw     mujoco.batch.Batch.step alone on --threads threads (what physics=mujoco runs
                 for half_cheetah)
   rollout-raw   mujoco.rollout on --threads threads (one call for many steps, no Python per step)
+  mujoco-phys   our physics=mujoco engine alone on --threads threads: ctrl written, frame_skip
+                substeps (+ mj_rnePostConstraint where the env needs it, in worker processes
+                by default), no env; the C cost of mj_rnePostConstraint is well under 1% of
+                the substeps', so rollout-raw is the same work as this row without Python
   mujoco-env    our env on physics=mujoco with --threads threads
+  mujoco-env-threads   the same with physics_options workers=threads (ant, humanoid: the
+                per-world Python on a thread pool in one process, not in worker processes)
   gym-vec       gymnasium's vector env of the v5 env (SyncVectorEnv; up to --gym-max envs)
 
-An env step is frame_skip MuJoCo steps (5 for all three). Rows that need what is not
-installed (Warp, a GPU) are skipped. Examples:
+An env step is frame_skip MuJoCo steps (5 for all three). The MuJoCo C rows do the same
+work, since a step costs more the more contacts there are (a fallen humanoid's are many):
+controls uniform in +-0.3, from the initial state on without resets (the env rows with
+terminate_when_unhealthy=False; rollout-raw continues each call from the last one's
+state). gym-vec samples the action space and resets as gymnasium does. Rows that need
+what is not installed (Warp, a GPU) are skipped. Examples:
 
   python benchmarks/physics.py --quick                      # CPU, small sizes
   python benchmarks/physics.py --worlds 1024 4096 16384 32768 --threads 16 --json out.json
@@ -161,22 +171,54 @@ def rollout_raw(name: str, n: int, device: str, args) -> float:
     state0[:] = state0[0]
     env_steps = 20  # per call, so the per-call cost is amortized as in a long run
     ctrl = np.random.default_rng(0).uniform(-0.3, 0.3, (n, env_steps * fs, m.nu))
+    state = np.zeros((n, env_steps * fs, state0.shape[1]))
+    sensordata = np.zeros((n, env_steps * fs, m.nsensordata))
+
+    def call() -> None:
+        r.rollout(m, datas, state0, ctrl, state=state, sensordata=sensordata)
+        state0[:] = state[:, -1]  # the next call goes on from here
+
     with rollout.Rollout(nthread=args.threads) as r:
-        rate = timed(lambda: r.rollout(m, datas, state0, ctrl), lambda: None, args.min_time, warmup=1)
+        rate = timed(call, lambda: None, args.min_time, warmup=1)
     return rate * n * env_steps
 
 
-def mujoco_env(name: str, n: int, device: str, args) -> float:
+def mujoco_phys(name: str, n: int, device: str, args) -> float:
+    from noeira.core import make_physics
+
+    _, _, xml, fs, rne = MODELS[name]
+    eng = make_physics("mujoco", asset(xml), num_worlds=n, backend="cpu", nthread=args.threads,
+                       rne_post_constraint=rne)
+    fields = [eng.field(f) for f in ENV_FIELDS[name]]  # copied out after each step, as the env reads them
+    gen = torch.Generator().manual_seed(0)
+
+    def step() -> None:
+        eng.ctrl.copy_(torch.rand(eng.ctrl.shape, generator=gen, dtype=torch.float64) * 0.6 - 0.3)
+        eng.step(fs)
+
+    rate = timed(step, lambda: None, args.min_time)
+    eng.close()
+    del fields
+    return rate * n
+
+
+ENV_FIELDS = {"half_cheetah": (), "ant": ("xpos", "cfrc_ext"),
+              "humanoid": ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext")}
+
+
+def mujoco_env(name: str, n: int, device: str, args, workers: str | None = None) -> float:
     from noeira.core import make_env
 
-    env = make_env(MODELS[name][0], num_envs=n, backend="cpu", seed=0, physics="mujoco",
-                   physics_options={"nthread": args.threads})
+    options = {"nthread": args.threads} | ({"workers": workers} if workers else {})
+    keep_going = {} if name == "half_cheetah" else {"terminate_when_unhealthy": False}  # the raw rows' work
+    env = make_env(MODELS[name][0], num_envs=n, backend="cpu", seed=0, physics="mujoco", physics_options=options,
+                   **keep_going)
     env.reset(seed=0)
     gen = torch.Generator().manual_seed(0)
     shape = (n, *env.action_space.shape)
 
     def step() -> None:
-        env.step(torch.rand(shape, generator=gen) * 2 - 1)
+        env.step(torch.rand(shape, generator=gen) * 0.6 - 0.3)
 
     rate = timed(step, lambda: None, args.min_time)
     env.close()
@@ -211,7 +253,9 @@ ROWS: dict[str, tuple[Callable, Callable[[str], str | None]]] = {
     "warp-env": (warp_env, _needs_warp),
     "batch-raw": (batch_raw, lambda d: None),
     "rollout-raw": (rollout_raw, lambda d: None),
+    "mujoco-phys": (mujoco_phys, lambda d: None),
     "mujoco-env": (mujoco_env, lambda d: None),
+    "mujoco-env-threads": (lambda *a: mujoco_env(*a, workers="threads"), lambda d: None),
     "gym-vec": (gym_vec, lambda d: None if importlib.util.find_spec("gymnasium") else "gymnasium not installed"),
 }
 
@@ -257,19 +301,21 @@ def main() -> int:
                     try:
                         rate = fn(name, n, args.device, args)
                         results.append({"model": name, "worlds": n, "row": row, "steps_per_s": rate})
-                        print(f"{name:13s} {n:6d} {row:12s} {rate:12.4g} env steps/s", flush=True)
+                        print(f"{name:13s} {n:6d} {row:18s} {rate:12.4g} env steps/s", flush=True)
                         continue
                     except SkipRow as e:
                         why = str(e)
                     except Exception as e:  # a benchmark row failing must not hide the others
                         why = f"{type(e).__name__}: {e}"
                 results.append({"model": name, "worlds": n, "row": row, "skipped": why})
-                print(f"{name:13s} {n:6d} {row:12s} skipped: {why}", flush=True)
+                print(f"{name:13s} {n:6d} {row:18s} skipped: {why}", flush=True)
 
     # the table: one line per (model, worlds), one column per row kind
     cols = args.rows
     print()
-    print(f"{'model':13s} {'worlds':>6s} " + " ".join(f"{c:>12s}" for c in cols) + "   env/raw")
+    width = {c: max(12, len(c)) for c in cols}
+    print(f"{'model':13s} {'worlds':>6s} " + " ".join(f"{c:>{width[c]}s}" for c in cols)
+          + "   ratios (raw: the faster of batch-raw, rollout-raw)")
     for name in args.models:
         for n in args.worlds:
             cells, got = [], {}
@@ -277,14 +323,16 @@ def main() -> int:
                 r = next((r for r in results if r["model"] == name and r["worlds"] == n and r["row"] == c), None)
                 if r and "steps_per_s" in r:
                     got[c] = r["steps_per_s"]
-                    cells.append(f"{r['steps_per_s']:12.3g}")
+                    cells.append(f"{r['steps_per_s']:{width[c]}.3g}")
                 else:
-                    cells.append(f"{'-':>12s}")
+                    cells.append(f"{'-':>{width[c]}s}")
             ratios = []
             if "warp-env" in got and "warp-raw" in got:
                 ratios.append(f"warp {got['warp-env'] / got['warp-raw']:.2f}")
-            if "mujoco-env" in got and "batch-raw" in got:
-                ratios.append(f"mujoco/batch {got['mujoco-env'] / got['batch-raw']:.2f}")
+            raw = max(got.get("batch-raw", 0), got.get("rollout-raw", 0))  # the faster raw MuJoCo C
+            for c in ("mujoco-phys", "mujoco-env", "mujoco-env-threads"):
+                if c in got and raw:
+                    ratios.append(f"{c.removeprefix('mujoco-')}/raw {got[c] / raw:.2f}")
             print(f"{name:13s} {n:6d} " + " ".join(cells) + "   " + ", ".join(ratios))
     if args.json:
         with open(args.json, "w") as f:

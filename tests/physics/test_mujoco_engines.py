@@ -5,6 +5,7 @@ on CUDA under the ``cuda`` marker)."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
@@ -18,6 +19,7 @@ import torch
 from noeira.core import make_physics
 from noeira.core.contracts import PhysicsEngine
 from noeira.core.errors import PluginLoadError, UserError
+from noeira.physics.mujoco_cpu import _shared_array
 
 GYM = importlib.util.find_spec("gymnasium")
 ASSETS = os.path.join(list(GYM.submodule_search_locations)[0], "envs", "mujoco", "assets") if GYM else ""
@@ -43,7 +45,7 @@ PENDULUM = """
 
 def _reference(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, ctrls: np.ndarray, nstep: int,
                rne: bool) -> list[tuple[np.ndarray, ...]]:
-    """One MjData per world, stepped with mj_step: (qpos, qvel, xpos, cfrc_ext) after each step."""
+    """One MjData per world, stepped with mj_step: (qpos, qvel, xpos, cfrc_ext, cvel) after each step."""
     out = []
     datas = []
     for i in range(len(qpos)):
@@ -56,17 +58,27 @@ def _reference(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, ctrls:
             mujoco.mj_step(model, d, nstep)
             if rne:
                 mujoco.mj_rnePostConstraint(model, d)
-        out.append(tuple(np.stack([getattr(d, f) for d in datas]) for f in ("qpos", "qvel", "xpos", "cfrc_ext")))
+        out.append(tuple(np.stack([getattr(d, f) for d in datas])
+                         for f in ("qpos", "qvel", "xpos", "cfrc_ext", "cvel")))
     return out
 
 
+MODES = {  # how the worlds run: make_physics options
+    "batch": {},
+    "processes": {"rne_post_constraint": True},
+    "threads": {"rne_post_constraint": True, "workers": "threads"},
+}
+
+
 @needs_assets
-@pytest.mark.parametrize("rne", [False, True], ids=["batch", "pool"])
-@pytest.mark.parametrize("nthread", [1, 2])
-def test_mujoco_bit_identical_to_mj_step(rne: bool, nthread: int) -> None:
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("nthread", [1, 2, 3])
+def test_mujoco_bit_identical_to_mj_step(mode: str, nthread: int) -> None:
     xml = os.path.join(ASSETS, "ant.xml")
     n, nstep = 5, 5
-    eng = make_physics("mujoco", xml, num_worlds=n, backend="cpu", nthread=nthread, rne_post_constraint=rne)
+    eng = make_physics("mujoco", xml, num_worlds=n, backend="cpu", nthread=nthread, **MODES[mode])
+    assert ("worker processes" in repr(eng)) == (mode == "processes" and nthread > 1)
+    rne = mode != "batch"
     model = eng.mj_model
     rng = np.random.default_rng(0)
     qpos = model.qpos0 + rng.uniform(-0.1, 0.1, (n, model.nq))
@@ -79,19 +91,24 @@ def test_mujoco_bit_identical_to_mj_step(rne: bool, nthread: int) -> None:
     for t, u in enumerate(ctrls):
         eng.ctrl.copy_(torch.from_numpy(u))
         eng.step(nstep)
-        rq, rv, rx, rc = ref[t]
+        if t == 10:
+            cvel = eng.field("cvel")  # asked for while running: copied from the next step on
+            assert not cvel.any()
+        rq, rv, rx, rc, rcv = ref[t]
         assert np.array_equal(eng.qpos.numpy(), rq), f"qpos differs at step {t}"
         assert np.array_equal(eng.qvel.numpy(), rv), f"qvel differs at step {t}"
         assert np.array_equal(xpos.numpy(), rx), f"xpos differs at step {t}"
         if rne:
             assert np.array_equal(cfrc.numpy(), rc), f"cfrc_ext differs at step {t}"
+        if t > 10:
+            assert np.array_equal(cvel.numpy(), rcv), f"cvel differs at step {t}"
     assert torch.allclose(eng.time, torch.full((n,), 30 * nstep * model.opt.timestep, dtype=torch.float64))
     eng.close()
 
 
-@pytest.mark.parametrize("rne", [False, True], ids=["batch", "pool"])
-def test_mujoco_reset_forward_masks(rne: bool) -> None:
-    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", rne_post_constraint=rne)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_mujoco_reset_forward_masks(mode: str) -> None:
+    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", nthread=2, **MODES[mode])
     assert isinstance(eng, PhysicsEngine) and eng.num_worlds == 4 and not eng.capture_safe
     site, sensors = eng.field("site_xpos"), eng.sensordata
     assert tuple(site.shape) == (4, 1, 3) and tuple(sensors.shape) == (4, 4)
@@ -123,6 +140,64 @@ def test_mujoco_reset_forward_masks(rne: bool) -> None:
     eng.step(1)
     assert 0.9 < float(eng.qpos[2, 0]) < 1.0  # falls back from 1 rad under gravity
     eng.close()
+
+
+@needs_assets
+def test_mujoco_forward_mask_in_workers() -> None:
+    """forward(mask) of more worlds than run inline goes to the worker processes, and
+    recomputes those worlds only; cfrc_ext keeps the values of the last step."""
+    xml = os.path.join(ASSETS, "ant.xml")
+    n = 16
+    procs, threads = (make_physics("mujoco", xml, num_worlds=n, backend="cpu", nthread=2, rne_post_constraint=True,
+                                   workers=w) for w in ("processes", "threads"))
+    rng = np.random.default_rng(1)
+    for e in (procs, threads):
+        e.field("xpos"), e.field("cfrc_ext")
+    qpos = torch.from_numpy(procs.mj_model.qpos0 + rng.uniform(-0.1, 0.1, (n, procs.mj_model.nq)))
+    mask = torch.from_numpy(rng.random(n) < 0.6)
+    assert int(mask.sum()) > 4  # more than _INLINE_FORWARD
+    for e in (procs, threads):
+        for _ in range(20):
+            e.step(5)
+        e.qpos.copy_(qpos)
+        e.forward(mask)
+    for f in ("xpos", "cfrc_ext"):
+        assert torch.equal(procs.field(f), threads.field(f)), f
+    assert procs.field("cfrc_ext").abs().max() > 1  # from the steps: feet on the floor
+    procs.close()
+    threads.close()
+
+
+def test_mujoco_worker_processes_end() -> None:
+    """The workers end with close(), when the engine is collected, or raise when one has
+    died; a worker's error is raised by the engine."""
+    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", nthread=2, rne_post_constraint=True)
+    procs = list(eng._procs._procs)
+    assert len(procs) == 2 and all(p.poll() is None for p in procs)
+    eng.step(1)
+    eng.close()
+    assert all(p.poll() is not None for p in procs)
+    with pytest.raises(RuntimeError, match="closed"):
+        eng.step(1)
+
+    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", nthread=2, rne_post_constraint=True)
+    procs = list(eng._procs._procs)
+    del eng
+    gc.collect()
+    for p in procs:
+        p.wait(timeout=10)
+
+    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", nthread=2, rne_post_constraint=True)
+    _, fd = _shared_array((4, 1), np.float64)
+    with pytest.raises(RuntimeError, match="worker: AttributeError.*no_such_field"):
+        eng._procs.add_field("no_such_field", fd, (4, 1), np.dtype(np.float64))
+    os.close(fd)
+    eng.step(1)  # still usable
+    eng._procs._procs[1].kill()
+    with pytest.raises(RuntimeError, match="worker process exited"):
+        eng.step(1)
+    with pytest.raises(RuntimeError, match="closed"):
+        eng.step(1)
 
 
 def test_mujoco_errors() -> None:

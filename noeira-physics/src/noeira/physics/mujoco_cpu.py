@@ -12,10 +12,16 @@ saved back, so results are bit-identical to one ``MjData`` per world stepped wit
 
 - by default :class:`mujoco.batch.Batch` (MuJoCo >= 3.17) owns the rows and steps them on
   its C++ thread pool, no Python per world;
-- with ``rne_post_constraint=True``, a Python thread pool (MuJoCo releases the GIL) with
-  one ``MjData`` per thread runs ``mj_step`` then ``mj_rnePostConstraint`` per world, as
-  gymnasium's MuJoCo envs do (contact forces ``cfrc_ext``): a batch cannot call it, and an
-  acceleration sensor would compute it at another RK4 stage than gymnasium reads.
+- with ``rne_post_constraint=True``, ``mj_step`` then ``mj_rnePostConstraint`` per world,
+  as gymnasium's MuJoCo envs do (contact forces ``cfrc_ext``): a batch cannot call it (its
+  MjData are not reachable between the two calls), and an acceleration sensor would
+  compute it at another RK4 stage than gymnasium reads. That takes a few Python calls
+  per world. MuJoCo releases the interpreter lock inside each, but on many threads of
+  one process the lock changes hands several times per world and the threads mostly
+  wait for it; so by default the worlds are split among worker processes
+  (``_mujoco_worker``, one per thread, each with its own interpreter), the rows and
+  fields in shared memory. ``workers="threads"`` runs the same loops on a thread pool
+  in this process instead.
 
 Semantics, as MuJoCo's: after ``step`` the derived fields describe the state before the
 last substep; ``forward(mask)`` recomputes them (``mj_forward``) for the masked worlds
@@ -26,9 +32,17 @@ their derived fields zero until the next ``forward``/``step``.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable
+import pickle
+import socket
+import subprocess
+import sys
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 
 import attrs
 import mujoco
@@ -38,16 +52,18 @@ from torch import Tensor
 
 from noeira.core.contracts import Backend
 from noeira.core.errors import ConfigError, UserError
+from noeira.physics import _mujoco_worker as worker
 from noeira.physics.mjcf import load_model
 
 __all__ = ["MujocoEngine"]
 
-_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+_SPEC = worker.SPEC
 _STATE = {"time": mujoco.mjtState.mjSTATE_TIME, "qpos": mujoco.mjtState.mjSTATE_QPOS,
           "qvel": mujoco.mjtState.mjSTATE_QVEL, "act": mujoco.mjtState.mjSTATE_ACT,
           "ctrl": mujoco.mjtState.mjSTATE_CTRL}
-_POST_CONSTRAINT = frozenset({"cacc", "cfrc_int", "cfrc_ext"})
-"""Fields only mj_rnePostConstraint computes: mj_forward leaves them as they were."""
+_INLINE_FORWARD = 4
+"""forward() of at most this many worlds (an env's resets) runs in this process: cheaper
+than a round trip to the workers."""
 
 
 def _component(m: mujoco.MjModel, rows: np.ndarray, name: str) -> np.ndarray:
@@ -65,11 +81,16 @@ class MujocoEngine:
     @attrs.frozen
     class Config:
         nthread: int = 0
-        """Threads stepping the worlds (0: one per CPU)."""
+        """Threads (or worker processes) stepping the worlds (0: one per CPU)."""
         rne_post_constraint: bool = False
         """Run mj_rnePostConstraint after every step, as gymnasium's MuJoCo envs do, so
-        that cacc, cfrc_int and cfrc_ext are current (runs the worlds on a Python thread
-        pool instead of mujoco.batch)."""
+        that cacc, cfrc_int and cfrc_ext are current (runs the worlds in Python loops,
+        see workers, instead of mujoco.batch)."""
+        workers: str = "processes"
+        """With rne_post_constraint, where those loops run: processes (nthread worker
+        processes, each with its own interpreter, sharing the state's memory; they start
+        in well under a second) | threads (a thread pool in this process: no start-up,
+        but the worlds' Python takes turns on the interpreter lock, slow on many threads)."""
 
     capture_safe = False
     """Stepping syncs with the host: it cannot be recorded in a CUDA graph."""
@@ -77,27 +98,44 @@ class MujocoEngine:
     def __init__(self, config: Config, *, model: str | mujoco.MjModel, num_worlds: int, backend: Backend) -> None:
         if config.nthread < 0:
             raise ConfigError(f"physics.nthread: must be >= 0, got {config.nthread}")
+        if config.workers not in ("processes", "threads"):
+            raise ConfigError(f"physics.workers: expected processes or threads, got {config.workers!r}")
         self.config = config
         self.mj_model = load_model(model)
-        """The host ``MjModel`` (names, ids, sizes, ctrlrange, masses ...)."""
+        """The host ``MjModel`` (names, ids, sizes, ctrlrange, masses ...); the worlds
+        step a copy of it."""
         self.num_worlds = num_worlds
         self.device = torch.device("cpu")
         self.dtype = torch.float64
         self.nthread = config.nthread or os.cpu_count() or 1
         self._fields: dict[str, np.ndarray] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._procs: _Processes | None = None
         m, n = self.mj_model, num_worlds
         self._template = mujoco.MjData(m)  # field shapes; the initial state row
         if config.rne_post_constraint:
             self._batch = None
             self._initial = np.zeros(mujoco.mj_stateSize(m, _SPEC))
             mujoco.mj_getState(m, self._template, self._initial, _SPEC)
-            self._rows = np.tile(self._initial, (n, 1))
-            state = {k: _component(m, self._rows, k) for k in _STATE}
             nthread = min(self.nthread, n)
-            self._datas = [mujoco.MjData(m) for _ in range(nthread)]
-            if nthread > 1:
-                self._pool = ThreadPoolExecutor(nthread, thread_name_prefix="noeira-mujoco")
+            processes = nthread > 1 and config.workers == "processes"
+            if processes and not (hasattr(os, "memfd_create") and sys.executable):
+                warnings.warn("physics 'mujoco': worker processes need Linux (memfd_create) and "
+                              "sys.executable; running workers=threads", stacklevel=2)
+                processes = False
+            self._datas = [mujoco.MjData(m) for _ in range(1 if processes else nthread)]
+            if processes:
+                self._rows, fd = _shared_array((n, len(self._initial)), np.float64)
+                self._rows[:] = self._initial
+                try:
+                    self._procs = _Processes(m, fd, self._rows.shape, nthread)
+                finally:
+                    os.close(fd)  # mapped by all now; the memory goes with the last mapping
+            else:
+                self._rows = np.tile(self._initial, (n, 1))
+                if nthread > 1:
+                    self._pool = ThreadPoolExecutor(nthread, thread_name_prefix="noeira-mujoco")
+            state = {k: _component(m, self._rows, k) for k in _STATE}
         else:
             try:
                 from mujoco import batch as mj_batch
@@ -140,7 +178,15 @@ class MujocoEngine:
                 template = getattr(self._template, name, None)
                 if not isinstance(template, np.ndarray):
                     raise UserError(f"physics 'mujoco': MjData has no array field {name!r}")
-                arr = np.zeros((self.num_worlds, *template.shape), dtype=template.dtype)
+                shape = (self.num_worlds, *template.shape)
+                if self._procs is not None and template.size:
+                    arr, fd = _shared_array(shape, template.dtype)
+                    try:
+                        self._procs.add_field(name, fd, shape, arr.dtype)
+                    finally:
+                        os.close(fd)
+                else:
+                    arr = np.zeros(shape, dtype=template.dtype)
             self._fields[name] = arr
         return torch.from_numpy(self._fields[name])
 
@@ -150,18 +196,11 @@ class MujocoEngine:
         with that option)."""
         if self._batch is not None:
             self._batch.step(nstep=nstep)
-            return
-        m, rows, fields = self.mj_model, self._rows, list(self._fields.items())
-
-        def one(i: int, d: mujoco.MjData) -> None:
-            mujoco.mj_setState(m, d, rows[i], _SPEC)
-            mujoco.mj_step(m, d, nstep)
-            mujoco.mj_rnePostConstraint(m, d)
-            mujoco.mj_getState(m, d, rows[i], _SPEC)
-            for name, arr in fields:
-                arr[i] = getattr(d, name)
-
-        self._run(one, None)
+        elif self._procs is not None:
+            self._procs.run(nstep, None)
+        else:
+            m, rows = self.mj_model, self._rows
+            self._run(lambda ids, d, outs: worker.step_worlds(m, d, rows, ids, nstep, outs), None, post=True)
 
     def forward(self, mask: Tensor | None = None) -> None:
         """``mj_forward`` in the worlds where ``mask [N]`` is True (all when None)."""
@@ -172,15 +211,10 @@ class MujocoEngine:
             self._batch.forward(ids)
             return
         m, rows = self.mj_model, self._rows
-        fields = [(k, a) for k, a in self._fields.items() if k not in _POST_CONSTRAINT]
-
-        def one(i: int, d: mujoco.MjData) -> None:
-            mujoco.mj_setState(m, d, rows[i], _SPEC)
-            mujoco.mj_forward(m, d)
-            for name, arr in fields:
-                arr[i] = getattr(d, name)
-
-        self._run(one, ids)
+        if self._procs is not None and (ids is None or len(ids) > _INLINE_FORWARD):
+            self._procs.run(None, ids)
+            return
+        self._run(lambda ids, d, outs: worker.forward_worlds(m, d, rows, ids, outs), ids, post=False)
 
     def reset(self, mask: Tensor | None = None) -> None:
         """``mj_resetData`` in the worlds where ``mask [N]`` is True (all when None)."""
@@ -199,26 +233,136 @@ class MujocoEngine:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        if self._procs is not None:
+            self._procs.close()
 
-    def _run(self, fn: Callable[[int, mujoco.MjData], None], ids: np.ndarray | None) -> None:
-        """``fn(i, data)`` for the worlds ``ids`` (all when None): one chunk of worlds and
-        one ``MjData`` per thread."""
-        idx = np.arange(self.num_worlds) if ids is None else ids
+    def _run(self, fn: Callable[[Sequence[int], mujoco.MjData, worker.Outs], None], ids: np.ndarray | None,
+             post: bool) -> None:
+        """``fn(world ids, data, outs)`` in this process for the worlds ``ids`` (all when
+        None): one chunk of worlds and one ``MjData`` per thread; ``outs`` pairs the
+        fields with the data's arrays (without the post-constraint ones unless ``post``)."""
+        fields = [(k, a) for k, a in self._fields.items() if a.size and (post or k not in worker.POST_CONSTRAINT)]
 
-        def chunk(part: np.ndarray, d: mujoco.MjData) -> None:
-            for i in part.tolist():
-                fn(i, d)
-
-        if self._pool is None or len(idx) < 2:
-            chunk(idx, self._datas[0])
+        worlds = range(self.num_worlds) if ids is None else ids.tolist()
+        if self._pool is None or len(worlds) < 2:
+            fn(worlds, self._datas[0], [(a, getattr(self._datas[0], k)) for k, a in fields])
             return
-        parts = np.array_split(idx, min(len(self._datas), len(idx)))
-        for f in [self._pool.submit(chunk, part, d) for part, d in zip(parts, self._datas, strict=False)]:
+        nchunks = min(len(worlds), 64 * len(self._datas))
+        chunks = itertools.count()  # shared: each thread takes the next chunk as it finishes one
+
+        def loop(d: mujoco.MjData) -> None:
+            outs = [(a, getattr(d, k)) for k, a in fields]
+            while (j := next(chunks)) < nchunks:
+                fn(worker.chunk(worlds, j, nchunks), d, outs)
+
+        for f in [self._pool.submit(loop, d) for d in self._datas]:
             f.result()
 
     def __repr__(self) -> str:
-        mode = "MjData per thread" if self._batch is None else "mujoco.batch"
+        mode = ("mujoco.batch" if self._batch is not None else
+                f"{self._procs.nworkers} worker processes" if self._procs is not None else "MjData per thread")
         return f"MujocoEngine(num_worlds={self.num_worlds}, nthread={self.nthread}, {mode})"
+
+
+class _Processes:
+    """``nworkers`` worker processes (``_mujoco_worker``) stepping the worlds whose state
+    rows are the memory file ``rows_fd``; each has a socket pair for requests, and all
+    take chunks of worlds from one pipe."""
+
+    def __init__(self, model: mujoco.MjModel, rows_fd: int, rows_shape: tuple[int, int], nworkers: int) -> None:
+        self.num_worlds = rows_shape[0]
+        self._socks: list[socket.socket] = []
+        self._conns: list[Connection] = []
+        self._procs: list[subprocess.Popen] = []
+        queue, self._queue = os.pipe()  # not inherited but by pass_fds
+        self._finalizer = weakref.finalize(self, _Processes._end, self._socks, self._conns, self._procs,
+                                           self._queue)
+        try:
+            try:
+                for _ in range(nworkers):
+                    ours, theirs = socket.socketpair()
+                    self._socks.append(ours)
+                    self._conns.append(Connection(os.dup(ours.fileno())))
+                    with theirs:
+                        # run by path (-P: its folder not on sys.path), so that the worker imports
+                        # mujoco and numpy only, not the caller's __main__ as multiprocessing would
+                        self._procs.append(subprocess.Popen(
+                            [sys.executable, "-P", worker.__file__, str(theirs.fileno()), str(queue)],
+                            pass_fds=(theirs.fileno(), queue), stdin=subprocess.DEVNULL))
+            finally:
+                os.close(queue)  # the workers' now: when they all exit, a write raises
+            self._call(("init", pickle.dumps(model), rows_shape), rows_fd)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def nworkers(self) -> int:
+        return len(self._procs)
+
+    def add_field(self, name: str, fd: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Have the workers copy field ``name`` after each world's call into the ``shape``
+        array in the memory file ``fd``."""
+        self._call(("field", name, shape, dtype.str), fd)
+
+    def run(self, nstep: int | None, ids: np.ndarray | None) -> None:
+        """``step_worlds`` with ``nstep`` (``forward_worlds`` when None) in the worlds
+        ``ids`` (all when None), shared out in chunks as the workers finish them."""
+        n = self.num_worlds if ids is None else len(ids)
+        nchunks = min(n, 64 * len(self._procs))  # small chunks: the last to finish waits little
+        tokens = np.arange(nchunks, dtype="<u4").tobytes() + worker.STOP.to_bytes(4, "little") * len(self._procs)
+        self._call(("run", nstep, None if ids is None else ids.tolist(), nchunks), tokens=tokens)
+
+    def _call(self, msg: tuple, fd: int | None = None, tokens: bytes = b"") -> None:
+        """Send ``msg`` (and the file descriptor ``fd``) to every worker, then write
+        ``tokens`` to the queue, then wait for all of them; raise the first error."""
+        if not self._finalizer.alive:
+            raise RuntimeError("physics 'mujoco': the engine is closed (or a call to its workers failed)")
+        try:
+            for sock, conn in zip(self._socks, self._conns, strict=True):
+                conn.send(msg)
+                if fd is not None:
+                    socket.send_fds(sock, [b"f"], [fd])
+            view = memoryview(tokens)
+            while view:  # blocks while the pipe is full, until the workers take tokens
+                view = view[os.write(self._queue, view):]
+            errors = [conn.recv() for conn in self._conns]
+        except BaseException as e:  # a worker died, or we were interrupted between a request and its reply
+            self.close()
+            if isinstance(e, (EOFError, OSError)):
+                raise RuntimeError("physics 'mujoco': a worker process exited (see its error above)") from e
+            raise
+        error = next((e for e in errors if e is not None), None)
+        if error is not None:
+            raise RuntimeError(f"physics 'mujoco' worker: {error}")
+
+    def close(self) -> None:
+        self._finalizer()
+
+    @staticmethod
+    def _end(socks: list[socket.socket], conns: list[Connection], procs: list[subprocess.Popen], queue: int) -> None:
+        os.close(queue)
+        for c in [*conns, *socks]:
+            c.close()  # the worker reads EOF and exits
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _shared_array(shape: tuple[int, ...], dtype: np.dtype | type) -> tuple[np.ndarray, int]:
+    """A zeroed ``shape`` array in a new memory file (``memfd_create``: in memory, no
+    name, gone with its last mapping), and the file's descriptor, for the workers to map;
+    the caller closes it."""
+    fd = os.memfd_create("noeira-mujoco")
+    try:
+        os.ftruncate(fd, max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize))
+        return worker.map_fd(fd, shape, dtype), fd
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _ids(mask: Tensor | None) -> np.ndarray | None:
