@@ -171,9 +171,9 @@ def test_mujoco_forward_mask_in_workers() -> None:
 def test_mujoco_worker_processes_end() -> None:
     """The workers end with close(), when the engine is collected, or raise when one has
     died; a worker's error is raised by the engine."""
-    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", nthread=2, rne_post_constraint=True)
+    eng = make_physics("mujoco", PENDULUM, num_worlds=4, backend="cpu", nthread=3, rne_post_constraint=True)
     procs = list(eng._procs._procs)
-    assert len(procs) == 2 and all(p.poll() is None for p in procs)
+    assert len(procs) == 2 and all(p.poll() is None for p in procs)  # and this process
     eng.step(1)
     eng.close()
     assert all(p.poll() is not None for p in procs)
@@ -193,7 +193,7 @@ def test_mujoco_worker_processes_end() -> None:
         eng._procs.add_field("no_such_field", fd, (4, 1), np.dtype(np.float64))
     os.close(fd)
     eng.step(1)  # still usable
-    eng._procs._procs[1].kill()
+    eng._procs._procs[0].kill()
     with pytest.raises(RuntimeError, match="worker process exited"):
         eng.step(1)
     with pytest.raises(RuntimeError, match="closed"):

@@ -13,15 +13,17 @@ saved back, so results are bit-identical to one ``MjData`` per world stepped wit
 - by default :class:`mujoco.batch.Batch` (MuJoCo >= 3.17) owns the rows and steps them on
   its C++ thread pool, no Python per world;
 - with ``rne_post_constraint=True``, ``mj_step`` then ``mj_rnePostConstraint`` per world,
-  as gymnasium's MuJoCo envs do (contact forces ``cfrc_ext``): a batch cannot call it (its
-  MjData are not reachable between the two calls), and an acceleration sensor would
-  compute it at another RK4 stage than gymnasium reads. That takes a few Python calls
-  per world. MuJoCo releases the interpreter lock inside each, but on many threads of
-  one process the lock changes hands several times per world and the threads mostly
-  wait for it; so by default the worlds are split among worker processes
-  (``_mujoco_worker``, one per thread, each with its own interpreter), the rows and
-  fields in shared memory. ``workers="threads"`` runs the same loops on a thread pool
-  in this process instead.
+  as gymnasium's MuJoCo envs do (contact forces ``cfrc_ext``). A batch cannot call it:
+  the MjData a batch stepped is reachable only by copying it out (``get_data`` of a
+  persistent batch, bit-exact but ~7 us a world and one MjData per world kept), and an
+  acceleration sensor would compute it at another RK4 stage than gymnasium reads. So
+  each world takes a few Python calls (``_mujoco_worker.step_worlds``, ~4 us beside
+  the 180-450 us of an env step's substeps). MuJoCo releases the interpreter lock in
+  each call, so on many threads of one process the lock changes hands several times per
+  world and the threads queue for it; by default the worlds therefore run in worker
+  processes (one per thread, each with its own interpreter), the rows and fields in
+  shared memory, chunks of worlds handed out as workers finish the previous ones.
+  ``workers="threads"`` runs the same loops on a thread pool in this process instead.
 
 Semantics, as MuJoCo's: after ``step`` the derived fields describe the state before the
 last substep; ``forward(mask)`` recomputes them (``mj_forward``) for the masked worlds
@@ -128,7 +130,7 @@ class MujocoEngine:
                 self._rows, fd = _shared_array((n, len(self._initial)), np.float64)
                 self._rows[:] = self._initial
                 try:
-                    self._procs = _Processes(m, fd, self._rows.shape, nthread)
+                    self._procs = _Processes(m, fd, self._rows.shape, nthread - 1)  # and this process
                 finally:
                     os.close(fd)  # mapped by all now; the memory goes with the last mapping
             else:
@@ -196,10 +198,12 @@ class MujocoEngine:
         with that option)."""
         if self._batch is not None:
             self._batch.step(nstep=nstep)
-        elif self._procs is not None:
-            self._procs.run(nstep, None)
+            return
+        m, rows, d = self.mj_model, self._rows, self._datas[0]
+        if self._procs is not None:
+            outs = self._outs(d, post=True)
+            self._procs.run(nstep, None, lambda part: worker.step_worlds(m, d, rows, part, nstep, outs))
         else:
-            m, rows = self.mj_model, self._rows
             self._run(lambda ids, d, outs: worker.step_worlds(m, d, rows, ids, nstep, outs), None, post=True)
 
     def forward(self, mask: Tensor | None = None) -> None:
@@ -210,9 +214,10 @@ class MujocoEngine:
         if self._batch is not None:
             self._batch.forward(ids)
             return
-        m, rows = self.mj_model, self._rows
+        m, rows, d = self.mj_model, self._rows, self._datas[0]
         if self._procs is not None and (ids is None or len(ids) > _INLINE_FORWARD):
-            self._procs.run(None, ids)
+            outs = self._outs(d, post=False)
+            self._procs.run(None, ids, lambda part: worker.forward_worlds(m, d, rows, part, outs))
             return
         self._run(lambda ids, d, outs: worker.forward_worlds(m, d, rows, ids, outs), ids, post=False)
 
@@ -241,56 +246,57 @@ class MujocoEngine:
         """``fn(world ids, data, outs)`` in this process for the worlds ``ids`` (all when
         None): one chunk of worlds and one ``MjData`` per thread; ``outs`` pairs the
         fields with the data's arrays (without the post-constraint ones unless ``post``)."""
-        fields = [(k, a) for k, a in self._fields.items() if a.size and (post or k not in worker.POST_CONSTRAINT)]
-
         worlds = range(self.num_worlds) if ids is None else ids.tolist()
         if self._pool is None or len(worlds) < 2:
-            fn(worlds, self._datas[0], [(a, getattr(self._datas[0], k)) for k, a in fields])
+            fn(worlds, self._datas[0], self._outs(self._datas[0], post))
             return
         nchunks = min(len(worlds), 64 * len(self._datas))
         chunks = itertools.count()  # shared: each thread takes the next chunk as it finishes one
 
         def loop(d: mujoco.MjData) -> None:
-            outs = [(a, getattr(d, k)) for k, a in fields]
+            outs = self._outs(d, post)
             while (j := next(chunks)) < nchunks:
                 fn(worker.chunk(worlds, j, nchunks), d, outs)
 
         for f in [self._pool.submit(loop, d) for d in self._datas]:
             f.result()
 
+    def _outs(self, d: mujoco.MjData, post: bool) -> worker.Outs:
+        """The fields paired with ``d``'s arrays, for the loops to copy; the post-constraint
+        ones only if ``post``."""
+        return [(a, getattr(d, k)) for k, a in self._fields.items()
+                if a.size and (post or k not in worker.POST_CONSTRAINT)]
+
     def __repr__(self) -> str:
         mode = ("mujoco.batch" if self._batch is not None else
-                f"{self._procs.nworkers} worker processes" if self._procs is not None else "MjData per thread")
+                f"this and {self._procs.nworkers} worker processes" if self._procs is not None else "MjData per thread")
         return f"MujocoEngine(num_worlds={self.num_worlds}, nthread={self.nthread}, {mode})"
 
 
 class _Processes:
     """``nworkers`` worker processes (``_mujoco_worker``) stepping the worlds whose state
-    rows are the memory file ``rows_fd``; each has a socket pair for requests, and all
-    take chunks of worlds from one pipe."""
+    rows are the memory file ``rows_fd``; each has a socket pair for requests, and they
+    and this process take chunks of worlds from one pipe."""
 
     def __init__(self, model: mujoco.MjModel, rows_fd: int, rows_shape: tuple[int, int], nworkers: int) -> None:
         self.num_worlds = rows_shape[0]
         self._socks: list[socket.socket] = []
         self._conns: list[Connection] = []
         self._procs: list[subprocess.Popen] = []
-        queue, self._queue = os.pipe()  # not inherited but by pass_fds
+        self._take, self._queue = os.pipe()  # not inherited but by pass_fds
         self._finalizer = weakref.finalize(self, _Processes._end, self._socks, self._conns, self._procs,
-                                           self._queue)
+                                           [self._take, self._queue])
         try:
-            try:
-                for _ in range(nworkers):
-                    ours, theirs = socket.socketpair()
-                    self._socks.append(ours)
-                    self._conns.append(Connection(os.dup(ours.fileno())))
-                    with theirs:
-                        # run by path (-P: its folder not on sys.path), so that the worker imports
-                        # mujoco and numpy only, not the caller's __main__ as multiprocessing would
-                        self._procs.append(subprocess.Popen(
-                            [sys.executable, "-P", worker.__file__, str(theirs.fileno()), str(queue)],
-                            pass_fds=(theirs.fileno(), queue), stdin=subprocess.DEVNULL))
-            finally:
-                os.close(queue)  # the workers' now: when they all exit, a write raises
+            for _ in range(nworkers):
+                ours, theirs = socket.socketpair()
+                self._socks.append(ours)
+                self._conns.append(Connection(os.dup(ours.fileno())))
+                with theirs:
+                    # run by path (-P: its folder not on sys.path), so that the worker imports
+                    # mujoco and numpy only, not the caller's __main__ as multiprocessing would
+                    self._procs.append(subprocess.Popen(
+                        [sys.executable, "-P", worker.__file__, str(theirs.fileno()), str(self._take)],
+                        pass_fds=(theirs.fileno(), self._take), stdin=subprocess.DEVNULL))
             self._call(("init", pickle.dumps(model), rows_shape), rows_fd)
         except BaseException:
             self.close()
@@ -305,17 +311,34 @@ class _Processes:
         array in the memory file ``fd``."""
         self._call(("field", name, shape, dtype.str), fd)
 
-    def run(self, nstep: int | None, ids: np.ndarray | None) -> None:
+    def run(self, nstep: int | None, ids: np.ndarray | None, local: Callable[[Sequence[int]], None]) -> None:
         """``step_worlds`` with ``nstep`` (``forward_worlds`` when None) in the worlds
-        ``ids`` (all when None), shared out in chunks as the workers finish them."""
-        n = self.num_worlds if ids is None else len(ids)
-        nchunks = min(n, 64 * len(self._procs))  # small chunks: the last to finish waits little
-        tokens = np.arange(nchunks, dtype="<u4").tobytes() + worker.STOP.to_bytes(4, "little") * len(self._procs)
-        self._call(("run", nstep, None if ids is None else ids.tolist(), nchunks), tokens=tokens)
+        ``ids`` (all when None), shared out in chunks as the workers and this process
+        (``local(worlds)``) finish them."""
+        worlds = range(self.num_worlds) if ids is None else ids.tolist()
+        takers = self.nworkers + 1
+        # small chunks, so that the last to finish waits little; the tokens fit in an empty
+        # pipe (at least a page: 1024 tokens), so writing them never waits
+        nchunks = max(1, min(len(worlds), 64 * takers, 1024 - takers))
+        tokens = np.arange(nchunks, dtype="<u4").tobytes() + worker.STOP.to_bytes(4, "little") * takers
 
-    def _call(self, msg: tuple, fd: int | None = None, tokens: bytes = b"") -> None:
-        """Send ``msg`` (and the file descriptor ``fd``) to every worker, then write
-        ``tokens`` to the queue, then wait for all of them; raise the first error."""
+        def take() -> Exception | None:
+            error = None
+            while (j := int.from_bytes(os.read(self._take, 4), "little")) != worker.STOP:
+                if error is None:  # after an error only our STOP is taken, leaving the queue empty
+                    try:
+                        local(worker.chunk(worlds, j, nchunks))
+                    except Exception as e:
+                        error = e
+            return error
+
+        self._call(("run", nstep, None if ids is None else worlds, nchunks), tokens=tokens, take=take)
+
+    def _call(self, msg: tuple, fd: int | None = None, tokens: bytes = b"",
+              take: Callable[[], Exception | None] | None = None) -> None:
+        """Send ``msg`` (and the file descriptor ``fd``) to every worker, write ``tokens``
+        to the queue, ``take()`` our share, then wait for the workers; raise the first
+        error."""
         if not self._finalizer.alive:
             raise RuntimeError("physics 'mujoco': the engine is closed (or a call to its workers failed)")
         try:
@@ -323,15 +346,17 @@ class _Processes:
                 conn.send(msg)
                 if fd is not None:
                     socket.send_fds(sock, [b"f"], [fd])
-            view = memoryview(tokens)
-            while view:  # blocks while the pipe is full, until the workers take tokens
-                view = view[os.write(self._queue, view):]
+            if tokens and os.write(self._queue, tokens) != len(tokens):
+                raise OSError("physics 'mujoco': the work queue took part of a write")
+            local_error = take() if take is not None else None
             errors = [conn.recv() for conn in self._conns]
         except BaseException as e:  # a worker died, or we were interrupted between a request and its reply
             self.close()
             if isinstance(e, (EOFError, OSError)):
                 raise RuntimeError("physics 'mujoco': a worker process exited (see its error above)") from e
             raise
+        if local_error is not None:
+            raise local_error
         error = next((e for e in errors if e is not None), None)
         if error is not None:
             raise RuntimeError(f"physics 'mujoco' worker: {error}")
@@ -340,8 +365,10 @@ class _Processes:
         self._finalizer()
 
     @staticmethod
-    def _end(socks: list[socket.socket], conns: list[Connection], procs: list[subprocess.Popen], queue: int) -> None:
-        os.close(queue)
+    def _end(socks: list[socket.socket], conns: list[Connection], procs: list[subprocess.Popen],
+             pipe: list[int]) -> None:
+        for fd in pipe:
+            os.close(fd)
         for c in [*conns, *socks]:
             c.close()  # the worker reads EOF and exits
         for p in procs:
