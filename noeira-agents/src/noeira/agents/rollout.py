@@ -131,13 +131,15 @@ def make_optimizer(kind: str, params: Iterable[nn.Parameter], lr: Tensor, eps: f
                    alpha: float = 0.99) -> torch.optim.Optimizer:
     """Adam or RMSprop with the learning rate held in the tensor ``lr`` (annealed in place,
     so a recorded graph sees the new rate). On CUDA the optimizer is ``capturable`` (its
-    step counter lives on the device); elsewhere capturable is unsupported by torch, so Adam
-    uses the fused kernel and RMSprop the single-tensor path, both of which take a tensor lr."""
+    step counter lives on the device) and Adam is the fused kernel: two launches per step
+    instead of a dozen foreach ones, which counts in a recorded update of small networks.
+    Elsewhere capturable is unsupported by torch, so Adam uses the fused kernel and RMSprop
+    the single-tensor path, both of which take a tensor lr."""
     params = list(params)
     on_cuda = params[0].device.type == "cuda"
     if kind == "adam":
         if on_cuda:
-            return torch.optim.Adam(params, lr=lr, eps=eps, capturable=True)
+            return torch.optim.Adam(params, lr=lr, eps=eps, capturable=True, fused=True)
         try:
             return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
         except RuntimeError:  # a device without a fused kernel
