@@ -152,7 +152,9 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=0, help="env steps between evaluations (default ~2 iterations)")
     p.add_argument("--total-steps", type=int, default=0,
                    help="run.total_steps: the lr annealing horizon (default: the recipe's)")
-    p.add_argument("--max-steps", type=int, default=0, help="give up solving after this many env steps (default: total)")
+    p.add_argument("--max-steps", type=int, default=0,
+                   help="give up solving after this many env steps (default: the run length, --total-steps or the "
+                        "recipe's at that num_envs)")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--no-sb3", action="store_true", help="skip Stable-Baselines3")
     p.add_argument("--sb3-device", default="cpu", help="SB3's torch device (its MlpPolicy PPO is fastest on cpu)")
@@ -172,8 +174,9 @@ def main() -> None:
     sizes = [int(x) for x in (args.num_envs or ("32,128" if args.quick else "1024,4096,16384,65536")).split(",")]
     iterations = args.iterations or (10 if args.quick else 50)
     seeds = [int(s) for s in args.seeds.split(",")]
-    recipe_total = resolve({"backend": backend.name}).run.total_steps
-    max_steps = args.max_steps or args.total_steps or recipe_total
+
+    def max_steps(n: int) -> int:  # the recipe's run length at n envs, unless given
+        return args.max_steps or args.total_steps or resolve({"backend": backend.name, "env": {"num_envs": n}}).run.total_steps
     print(f"device: {backend.device_name()} ({backend.name}), torch {torch.__version__}, threads {torch.get_num_threads()}")
 
     rows: list[dict[str, Any]] = []
@@ -184,7 +187,7 @@ def main() -> None:
                 row.update(throughput(backend.name, graph_name, n, iterations, overrides))
                 horizon = row["horizon"]
                 every = args.eval_every or 2 * n * horizon
-                solves = [time_to_solve(backend.name, graph_name, n, s, every, max_steps, args.eval_episodes, overrides)
+                solves = [time_to_solve(backend.name, graph_name, n, s, every, max_steps(n), args.eval_episodes, overrides)
                           for s in seeds]
             except UserError as err:
                 print(f"skip num_envs={n} graph={graph_name}: {err}")

@@ -364,6 +364,19 @@ def test_recipes_resolve(env_name: str, backend: str) -> None:
     assert PPO.recipe("no-such-env", backend) in ({}, {"agent": {"torch_threads": 1}})
 
 
+def test_recipe_keeps_its_iterations_at_the_users_num_envs() -> None:
+    """A user's env.num_envs reaches the recipe (through the driver), which scales the run
+    length with it; the user's own run.total_steps still wins."""
+    cuda = PPO.recipe("cartpole", "cuda")
+    assert PPO.recipe("cartpole", "cuda", num_envs=4 * cuda["env"]["num_envs"])["run"]["total_steps"] == \
+        4 * cuda["run"]["total_steps"]
+    base = resolve({"backend": "cpu"})
+    bigger = resolve({"backend": "cpu", "env": {"num_envs": 4 * base.num_envs}})
+    assert bigger.num_envs == 4 * base.num_envs and bigger.run.total_steps == 4 * base.run.total_steps
+    mine = resolve({"backend": "cpu", "env": {"num_envs": 4 * base.num_envs}, "run": {"total_steps": 1234}})
+    assert mine.run.total_steps == 1234
+
+
 def test_multidiscrete_learns() -> None:
     """Matching two targets: random play earns 1/3 + 1/4 per step, a learned policy ~2."""
     torch.manual_seed(0)

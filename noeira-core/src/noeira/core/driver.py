@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata as md
+import inspect
 import json
 import logging
 import math
@@ -80,8 +81,7 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
         if not isinstance(value, str):
             raise ConfigError(f"{path}: expected a string, got {value!r}")
     agent_cls = registry.load("agents", agent_name)
-    recipe = agent_cls.recipe(env_name, backend.name) if hasattr(agent_cls, "recipe") else {}
-    merged = deep_merge(recipe or {}, raw)
+    merged = deep_merge(_recipe(agent_cls, env_name, backend.name, raw.get("env", {}).get("num_envs")), raw)
 
     env_data = dict(merged.get("env", {}))
     env_data.pop("name", None)
@@ -105,6 +105,18 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
         backend=backend.name, env=PluginSection(env_name, env_cfg), num_envs=num_envs,
         agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
     )
+
+
+def _recipe(agent_cls: Any, env_name: str, backend_name: str, num_envs: Any) -> dict[str, Any]:
+    """The agent's recipe for the env and backend; a recipe that takes ``num_envs`` is told
+    the user's choice (so it can size the run to it) when the user made one."""
+    recipe = getattr(agent_cls, "recipe", None)
+    if recipe is None:
+        return {}
+    if isinstance(num_envs, int) and not isinstance(num_envs, bool) and num_envs >= 1 \
+            and "num_envs" in inspect.signature(recipe).parameters:
+        return recipe(env_name, backend_name, num_envs=num_envs) or {}
+    return recipe(env_name, backend_name) or {}
 
 
 def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None) -> BatchedEnv:
