@@ -183,7 +183,10 @@ def test_warp_env_matches_mujoco_env(backend: str) -> None:
 @pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
 def test_warp_env_step_in_cuda_graph() -> None:
     """env.step (reset noise from the env's generator, autoreset at the time limit) recorded
-    by the ``stream`` graph backend; every call equals the same step run eagerly."""
+    by the ``stream`` graph backend; every call equals the same step run eagerly from the
+    same state. The eager copy is put in the recorded one's state before each step: MuJoCo
+    Warp's contact sums are atomic (not bit-reproducible) and halfcheetah's dynamics grow
+    such differences, so comparing two free-running copies would test chaos, not recording."""
     from noeira.core import get_backend, get_graph_backend
     from noeira.core.errors import UnknownPluginError
 
@@ -206,10 +209,11 @@ def test_warp_env_step_in_cuda_graph() -> None:
     step = graph.wrap(one_step, backend)
     for t in range(45):  # past the time limit twice: autoresets inside the graph
         action.uniform_(-1, 1)
+        b.set_state(a.get_state())
         step()
         rb = b.step(action)
         torch.cuda.synchronize()
-        assert torch.allclose(a.obs, rb.obs, atol=1e-3), f"step {t}: {(a.obs - rb.obs).abs().max()}"
+        assert torch.allclose(a.obs, rb.obs, atol=1e-4, rtol=1e-4), f"step {t}: {(a.obs - rb.obs).abs().max()}"
         assert torch.equal(a._result.truncated, rb.truncated), f"step {t}"
 
 
