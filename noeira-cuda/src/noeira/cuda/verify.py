@@ -49,7 +49,10 @@ def digest(t: Tensor) -> str:
     return h.hexdigest()
 
 
-def _walk(obj: Any, name: str, out: dict[str, Tensor], seen: set[int], depth: int) -> None:
+def _walk(obj: Any, name: str, out: dict[str, Tensor], seen: dict[int, Any], depth: int) -> None:
+    """Collect the tensors reachable from ``obj`` into ``out`` by dotted name. ``seen`` maps
+    id -> object and so keeps every walked object alive: a temporary (a ``state_dict()``)
+    freed mid-walk would hand its id to the next new object, which would then be skipped."""
     if isinstance(obj, Tensor):
         if not obj.is_sparse and not obj.is_meta:
             out.setdefault(name, obj)
@@ -61,7 +64,7 @@ def _walk(obj: Any, name: str, out: dict[str, Tensor], seen: set[int], depth: in
         return
     if isinstance(obj, (types.ModuleType, type, types.FunctionType, types.MethodType, torch.device, torch.dtype)):
         return
-    seen.add(id(obj))
+    seen[id(obj)] = obj
     if isinstance(obj, nn.Module):
         for k, v in obj.state_dict(keep_vars=True).items():
             _walk(v, f"{name}.{k}", out, seen, depth + 1)
@@ -86,10 +89,10 @@ def _walk(obj: Any, name: str, out: dict[str, Tensor], seen: set[int], depth: in
 def snapshot(run: Pieces, metrics: Any = None) -> Hashes:
     """Hashes of everything a step can change (see the module docstring), by name."""
     found: dict[str, Tensor] = {}
-    seen: set[int] = {id(run.env)}
+    seen: dict[int, Any] = {id(run.env): run.env}
     _walk(run.agent.state_dict(), "agent.state_dict", found, seen, 0)
     _walk(run.agent, "agent", found, seen, 0)
-    seen.discard(id(run.env))
+    seen.pop(id(run.env))
     found["env.get_state()"] = run.env.get_state()
     _walk(run.env, "env", found, seen, 0)
     if isinstance(metrics, Mapping):
@@ -124,9 +127,11 @@ def run_hashes(cfg: RunConfig, wrap: Wrap, iterations: int) -> list[Hashes]:
 
 
 def first_difference(a: list[Hashes], b: list[Hashes]) -> tuple[int, list[str]] | None:
-    """(iteration index, names that differ) of the first iteration where ``a`` and ``b`` differ."""
+    """(iteration index, names that differ) of the first iteration where ``a`` and ``b`` differ;
+    a name only one side has is marked ``(only in eager)`` / ``(only in graph)``."""
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        names = [k for k in x if x[k] != y.get(k)] + [k for k in y if k not in x]
+        names = ([k for k in x if k in y and x[k] != y[k]] + [f"{k} (only in eager)" for k in x if k not in y]
+                 + [f"{k} (only in graph)" for k in y if k not in x])
         if names:
             return i, names
     return None
@@ -165,7 +170,7 @@ def cmd_verify_graph(args: argparse.Namespace) -> int:
     for n in names[:10]:
         print(f"  {n}")
     again = run_hashes(cfg, reference, i + 1)
-    unstable = [n for n in names if again[i].get(n) != ref[i].get(n)]
+    unstable = [n for n in names if again[i].get(n.split(" (only in")[0]) != ref[i].get(n.split(" (only in")[0])]
     if unstable:
         print(f"note: {len(unstable)} of these also differ between two {ref_name} runs ({unstable[0]} ...): the step is "
               "not deterministic by itself (atomics, non-deterministic kernels); see torch.use_deterministic_algorithms")
