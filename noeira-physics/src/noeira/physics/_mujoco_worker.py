@@ -24,7 +24,7 @@ import pickle
 import signal
 import socket
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection
 
 import mujoco
@@ -77,6 +77,19 @@ STOP = 0xFFFFFFFF
 """The token that ends a worker's share of a call; any other is a chunk's index."""
 
 
+def tokens(queue: int) -> Iterator[int]:
+    """The chunk indices read from the pipe ``queue`` up to ``STOP``; EOFError when the
+    pipe's writer is gone."""
+    while True:
+        token = os.read(queue, 4)  # 4 bytes or none: the tokens are written whole, in one write
+        if len(token) < 4:
+            raise EOFError("the work queue closed")
+        j = int.from_bytes(token, "little")
+        if j == STOP:
+            return
+        yield j
+
+
 def chunk(worlds: Sequence[int], j: int, nchunks: int) -> Sequence[int]:
     """Chunk ``j`` of ``nchunks`` nearly equal contiguous chunks of ``worlds``."""
     n = len(worlds)
@@ -108,7 +121,7 @@ def serve(sock: socket.socket, queue: int) -> None:
             if op == "run":
                 _, nstep, ids, nchunks = msg
                 worlds = range(len(rows)) if ids is None else ids
-                while (j := int.from_bytes(os.read(queue, 4), "little")) != STOP:
+                for j in tokens(queue):
                     if reply is not None:
                         continue  # failed: only take our STOP, so the queue is empty for the next call
                     try:
@@ -131,12 +144,17 @@ def serve(sock: socket.socket, queue: int) -> None:
                 rows = map_fd(fds[0], shape, np.float64)
             else:
                 raise ValueError(f"unknown request {op!r}")
+        except EOFError:
+            return  # the engine is gone
         except Exception as e:  # sent back: the engine raises it
             reply = f"{type(e).__name__}: {e}"
         finally:
             for fd in fds:
                 os.close(fd)
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:
+            return  # the engine closed while we worked
 
 
 def main(argv: list[str]) -> int:

@@ -324,7 +324,7 @@ class _Processes:
 
         def take() -> Exception | None:
             error = None
-            while (j := int.from_bytes(os.read(self._take, 4), "little")) != worker.STOP:
+            for j in worker.tokens(self._take):
                 if error is None:  # after an error only our STOP is taken, leaving the queue empty
                     try:
                         local(worker.chunk(worlds, j, nchunks))
