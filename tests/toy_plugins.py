@@ -1,5 +1,6 @@
 """The test suite's own small plugins, registered through a throwaway distribution
-(see ``conftest.toy_dist``): an agent for Discrete envs and a recording hook."""
+(see ``conftest.toy_dist``): an agent for Discrete envs and a recording hook. The graph
+tests' agents (tests/cuda/graph_agents.py) are this agent with their differences."""
 
 from __future__ import annotations
 
@@ -35,12 +36,16 @@ class ToyAgent:
         n, t, d = spec.num_envs, config.horizon, spec.observation_space.shape[0]
         self.steps_per_collect = n * t
         self.policy = nn.Linear(d, spec.action_space.n).to(self.device)
-        self.opt = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
+        self.opt = self.make_optimizer()
         self.gen = backend.generator(0)
         self.obs = torch.zeros(t, n, d, device=self.device)
         self.actions = torch.zeros(t, n, dtype=torch.int64, device=self.device)
         self.rewards = torch.zeros(t, n, device=self.device)
         self.dones = torch.zeros(t, n, device=self.device)
+        self.returns = torch.zeros(t, n, device=self.device)
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.policy.parameters(), lr=self.config.lr)
 
     def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
         logits = self.policy(obs)
@@ -58,15 +63,17 @@ class ToyAgent:
                 self.rewards[t].copy_(r.reward)
                 self.dones[t].copy_((r.terminated | r.truncated).float())
 
-    def learn(self) -> Mapping[str, Tensor]:
+    def loss(self) -> Tensor:
         ret = torch.zeros_like(self.rewards[0])
-        returns = torch.zeros_like(self.rewards)
         for t in reversed(range(self.config.horizon)):
             ret = self.rewards[t] + self.config.gamma * ret * (1 - self.dones[t])
-            returns[t] = ret
+            self.returns[t].copy_(ret)
         logp = self.policy(self.obs).log_softmax(-1).gather(-1, self.actions[..., None]).squeeze(-1)
-        adv = returns - returns.mean()
-        loss = -(logp * adv).mean()
+        adv = self.returns - self.returns.mean()
+        return -(logp * adv).mean()
+
+    def learn(self) -> Mapping[str, Tensor]:
+        loss = self.loss()
         self.opt.zero_grad()
         loss.backward()
         self.opt.step()
