@@ -20,6 +20,7 @@ import attrs
 import torch
 from torch import Tensor
 
+from noeira.agents.policy import ActorCriticConfig
 from noeira.agents.ppo import PPO
 from noeira.agents.rollout import make_optimizer
 from noeira.core.contracts import EnvSpec
@@ -29,8 +30,10 @@ __all__ = ["A2C"]
 
 
 @attrs.frozen
-class Config:
-    """A2C hyperparameters (``agent.KEY=VALUE``)."""
+class Config(ActorCriticConfig):
+    """A2C hyperparameters (``agent.KEY=VALUE``); the network and normalisation keys
+    (hidden_sizes, activation, log_std_init, norm_obs, norm_reward, reward_clip, bf16) are
+    :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
 
     horizon: int = 5
     """Env steps per env in one collect; the batch (one gradient step) is horizon x num_envs."""
@@ -64,20 +67,6 @@ class Config:
     """Value loss coefficient."""
     max_grad_norm: float = 0.5
     """Clip the global gradient norm to this (0: no clipping)."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the actor and of the critic (separate networks)."""
-    activation: str = "tanh"
-    """Hidden activation: tanh | relu | elu | gelu | silu."""
-    log_std_init: float = 0.0
-    """Continuous actions: initial log standard deviation (a learned, state-independent parameter)."""
-    norm_obs: bool = False
-    """Normalise observations by a running mean/std kept on the device (saved in checkpoints)."""
-    norm_reward: bool = False
-    """Scale rewards by the running std of the discounted return (saved in checkpoints)."""
-    reward_clip: float = 10.0
-    """With norm_reward: clip scaled rewards to +- this."""
-    bf16: bool = False
-    """Run the networks under bfloat16 autocast (losses and advantages stay float32)."""
     torch_threads: int = 0
     """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
 

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, relu_mlp
+from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, online_and_target, relu_mlp
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.errors import ConfigError
@@ -96,10 +96,8 @@ class DQN(OffPolicyAgent):
             raise ConfigError(f"agent.target_update_interval: must be >= 1, got {cfg.target_update_interval}")
         if cfg.exploration_steps < 1:
             raise ConfigError(f"agent.exploration_steps: must be >= 1, got {cfg.exploration_steps}")
-        self.q = QNetwork(self.obs_dim, self.num_actions, cfg.hidden, cfg.dueling).to(self.device)
-        self.q_target = QNetwork(self.obs_dim, self.num_actions, cfg.hidden, cfg.dueling).to(self.device)
-        self.q_target.load_state_dict(self.q.state_dict())
-        self.q_target.requires_grad_(False)
+        self.q, self.q_target = online_and_target(QNetwork, self.obs_dim, self.num_actions, cfg.hidden, cfg.dueling,
+                                                  device=self.device)
         self.nets.update({"q": self.q, "q_target": self.q_target})
         self.optimizer = self.add_optimizer("q", self.q.parameters(), cfg.learning_rate)
 

@@ -27,14 +27,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import space_dim
+from noeira.agents.nets import make_adam, space_dim
 from noeira.agents.replay import Batch, ReplayBuffer
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec
 from noeira.core.errors import ConfigError
@@ -47,11 +47,12 @@ __all__ = [
     "QEnsemble",
     "ensemble_mlp",
     "frozen",
-    "make_adam",
+    "online_and_target",
     "relu_mlp",
 ]
 
 log = logging.getLogger("noeira")
+M = TypeVar("M", bound=nn.Module)
 
 
 @attrs.frozen
@@ -137,13 +138,14 @@ class QEnsemble(nn.Module):
         return self.net(x.unsqueeze(0).expand(self.k, -1, -1)).squeeze(-1)
 
 
-def make_adam(params: Any, lr: Tensor, **kw: Any) -> torch.optim.Adam:
-    """Adam with the learning rate as a device tensor: fused on cpu and cuda (capturable on
-    cuda, where CUDA graphs can record it), else foreach + capturable."""
-    device = lr.device
-    if device.type in ("cuda", "cpu"):
-        return torch.optim.Adam(params, lr=lr, fused=True, capturable=device.type == "cuda", **kw)
-    return torch.optim.Adam(params, lr=lr, foreach=True, capturable=True, **kw)
+def online_and_target(cls: Callable[..., M], *args: Any, device: torch.device) -> tuple[M, M]:
+    """``cls(*args)`` twice on ``device``: the online network and its target, which starts as a
+    copy of the online weights and takes no gradients (it moves by :meth:`OffPolicyAgent.polyak`).
+    Both are constructed, so the random init draws are those of two networks."""
+    online, target = cls(*args).to(device), cls(*args).to(device)
+    target.load_state_dict(online.state_dict())
+    target.requires_grad_(False)
+    return online, target
 
 
 @contextlib.contextmanager

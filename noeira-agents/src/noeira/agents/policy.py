@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 import torch
 from torch import Tensor, nn
 
@@ -17,10 +18,31 @@ from noeira.agents.nets import RunningMeanStd, mlp, space_dim
 from noeira.core.contracts import EnvSpec
 from noeira.core.errors import ConfigError
 
-__all__ = ["ACTIVATIONS", "ActorCritic"]
+__all__ = ["ACTIVATIONS", "ActorCritic", "ActorCriticConfig"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU,
                                            "silu": nn.SiLU}
+
+
+@attrs.frozen
+class ActorCriticConfig:
+    """The keys PPO and A2C share: their networks (:class:`ActorCritic`) and the observation and
+    reward normalisation (each algorithm's own keys are in its ``Config``)."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the actor and of the critic (separate networks)."""
+    activation: str = "tanh"
+    """Hidden activation: tanh | relu | elu | gelu | silu."""
+    log_std_init: float = 0.0
+    """Continuous actions: initial log standard deviation (a learned, state-independent parameter)."""
+    norm_obs: bool = False
+    """Normalise observations by a running mean/std kept on the device (saved in checkpoints)."""
+    norm_reward: bool = False
+    """Scale rewards by the running std of the discounted return (saved in checkpoints)."""
+    reward_clip: float = 10.0
+    """With norm_reward: clip scaled rewards to +- this."""
+    bf16: bool = False
+    """Run the networks under bfloat16 autocast (losses and advantages stay float32)."""
 
 
 class ActorCritic(nn.Module):

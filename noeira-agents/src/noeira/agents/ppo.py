@@ -28,7 +28,7 @@ import attrs
 import torch
 from torch import Tensor
 
-from noeira.agents.policy import ActorCritic
+from noeira.agents.policy import ActorCritic, ActorCriticConfig
 from noeira.agents.rollout import RewardScaler, Rollout, make_optimizer
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec
 from noeira.core.errors import ConfigError
@@ -37,8 +37,10 @@ __all__ = ["PPO"]
 
 
 @attrs.frozen
-class Config:
-    """PPO hyperparameters (``agent.KEY=VALUE``)."""
+class Config(ActorCriticConfig):
+    """PPO hyperparameters (``agent.KEY=VALUE``); the network and normalisation keys
+    (hidden_sizes, activation, log_std_init, norm_obs, norm_reward, reward_clip, bf16) are
+    :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
 
     horizon: int = 128
     """Env steps per env in one collect; the batch is horizon x num_envs transitions."""
@@ -79,25 +81,11 @@ class Config:
     """Clip the global gradient norm to this (0: no clipping)."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the actor and of the critic (separate networks)."""
-    activation: str = "tanh"
-    """Hidden activation: tanh | relu | elu | gelu | silu."""
-    log_std_init: float = 0.0
-    """Continuous actions: initial log standard deviation (a learned, state-independent parameter)."""
-    norm_obs: bool = False
-    """Normalise observations by a running mean/std kept on the device (saved in checkpoints)."""
-    norm_reward: bool = False
-    """Scale rewards by the running std of the discounted return (saved in checkpoints)."""
-    reward_clip: float = 10.0
-    """With norm_reward: clip scaled rewards to +- this."""
     prio_alpha: float = 0.0
     """Prioritized segment sampling (0: off, uniform shuffled minibatches). Minibatches are
     then env segments (one env's horizon steps) drawn with probability ~ sum|advantage|^alpha."""
     prio_beta0: float = 0.2
     """Prioritized sampling: initial importance-weight exponent, annealed to 1 over the run."""
-    bf16: bool = False
-    """Run the networks under bfloat16 autocast (losses and advantages stay float32)."""
     torch_threads: int = 0
     """CPU: torch.set_num_threads(N) when the agent is built; small networks run fastest on
     one thread (0: leave torch's setting)."""

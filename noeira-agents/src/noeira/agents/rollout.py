@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import RunningMeanStd
+from noeira.agents.nets import RunningMeanStd, make_adam
 
 __all__ = ["RewardScaler", "Rollout", "gae", "make_optimizer", "puff_advantage"]
 
@@ -129,22 +129,15 @@ class RewardScaler(nn.Module):
 
 def make_optimizer(kind: str, params: Iterable[nn.Parameter], lr: Tensor, eps: float,
                    alpha: float = 0.99) -> torch.optim.Optimizer:
-    """Adam or RMSprop with the learning rate held in the tensor ``lr`` (annealed in place,
-    so a recorded graph sees the new rate). On CUDA the optimizer is ``capturable`` (its
-    step counter lives on the device) and Adam is the fused kernel: two launches per step
-    instead of a dozen foreach ones, which counts in a recorded update of small networks.
-    Elsewhere capturable is unsupported by torch, so Adam uses the fused kernel and RMSprop
-    the single-tensor path, both of which take a tensor lr."""
+    """Adam (:func:`~noeira.agents.nets.make_adam`) or RMSprop with the learning rate held in
+    the tensor ``lr`` (annealed in place, so a recorded graph sees the new rate). RMSprop is
+    ``capturable`` on CUDA; elsewhere torch does not support that, and it takes the
+    single-tensor path, which accepts a tensor lr."""
     params = list(params)
-    on_cuda = params[0].device.type == "cuda"
     if kind == "adam":
-        if on_cuda:
-            return torch.optim.Adam(params, lr=lr, eps=eps, capturable=True, fused=True)
-        try:
-            return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-        except RuntimeError:  # a device without a fused kernel
-            return torch.optim.Adam(params, lr=lr, eps=eps, foreach=False)
+        return make_adam(params, lr, eps=eps)
     if kind == "rmsprop":
+        on_cuda = params[0].device.type == "cuda"
         return torch.optim.RMSprop(params, lr=lr, eps=eps, alpha=alpha,
                                    **({"capturable": True} if on_cuda else {"foreach": False}))
     raise ValueError(f"unknown optimizer {kind!r}")

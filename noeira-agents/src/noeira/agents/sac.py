@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, QEnsemble, frozen, relu_mlp
+from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, QEnsemble, frozen, online_and_target, relu_mlp
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 
@@ -89,10 +89,8 @@ class SAC(OffPolicyAgent):
         cfg, dev = config, self.device
         self.actor = SquashedGaussianActor(self.obs_dim, self.act_dim, cfg.hidden, cfg.log_std_min,
                                            cfg.log_std_max).to(dev)
-        self.critic = QEnsemble(2, self.obs_dim, self.act_dim, cfg.hidden).to(dev)
-        self.critic_target = QEnsemble(2, self.obs_dim, self.act_dim, cfg.hidden).to(dev)
-        self.critic_target.load_state_dict(self.critic.state_dict())
-        self.critic_target.requires_grad_(False)
+        self.critic, self.critic_target = online_and_target(QEnsemble, 2, self.obs_dim, self.act_dim, cfg.hidden,
+                                                            device=dev)
         self.log_alpha = nn.ParameterDict({"log_alpha": nn.Parameter(torch.tensor(math.log(cfg.alpha), device=dev))})
         self.nets.update({"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
                           "alpha": self.log_alpha})

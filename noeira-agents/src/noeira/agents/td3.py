@@ -30,12 +30,12 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, QEnsemble, frozen, relu_mlp
+from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, QEnsemble, frozen, online_and_target, relu_mlp
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.errors import ConfigError
 
-__all__ = ["TD3", "DeterministicActor"]
+__all__ = ["TD3", "DeterministicActor", "DeterministicConfig"]
 
 log = logging.getLogger("noeira")
 
@@ -51,25 +51,32 @@ class DeterministicActor(nn.Module):
         return torch.tanh(self.net(obs.flatten(1).float()))
 
 
+@attrs.frozen
+class DeterministicConfig(OffPolicyConfig):
+    """The keys of the deterministic-policy agents, TD3 and DDPG (with those every off-policy
+    agent takes); DDPG takes exactly these."""
+
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics (DDPG: of the critic)."""
+    exploration_noise: float = 0.1
+    """Standard deviation of the exploration noise (Gaussian; OU's sigma), in [-1, 1] action units."""
+    noise: str = "gaussian"
+    """Exploration noise: gaussian | ou (Ornstein-Uhlenbeck, reset at episode ends)."""
+    ou_theta: float = 0.15
+    """Mean reversion rate of the OU noise."""
+    ou_dt: float = 1e-2
+    """Time step of the OU noise."""
+
+
 class TD3(OffPolicyAgent):
     """Twin Delayed DDPG for 1-d ``Box`` action spaces."""
 
     @attrs.frozen
-    class Config(OffPolicyConfig):
-        """TD3's keys (with those every off-policy agent takes)."""
+    class Config(DeterministicConfig):
+        """TD3's keys: DDPG's (:class:`DeterministicConfig`) and those of its fixes."""
 
-        actor_lr: float = 3e-4
-        """Adam learning rate of the actor."""
-        critic_lr: float = 3e-4
-        """Adam learning rate of the critics."""
-        exploration_noise: float = 0.1
-        """Standard deviation of the exploration noise (Gaussian; OU's sigma), in [-1, 1] action units."""
-        noise: str = "gaussian"
-        """Exploration noise: gaussian | ou (Ornstein-Uhlenbeck, reset at episode ends)."""
-        ou_theta: float = 0.15
-        """Mean reversion rate of the OU noise."""
-        ou_dt: float = 1e-2
-        """Time step of the OU noise."""
         policy_noise: float = 0.2
         """Standard deviation of the target policy smoothing noise."""
         noise_clip: float = 0.5
@@ -94,14 +101,10 @@ class TD3(OffPolicyAgent):
             log.warning("agent.updates_per_step=%d is not a multiple of agent.policy_delay=%d: the actor updates "
                         "at fixed updates of each learn() call (see noeira.agents.td3)", cfg.updates_per_step,
                         self.policy_delay)
-        self.actor = DeterministicActor(self.obs_dim, self.act_dim, cfg.hidden).to(dev)
-        self.actor_target = DeterministicActor(self.obs_dim, self.act_dim, cfg.hidden).to(dev)
-        self.actor_target.load_state_dict(self.actor.state_dict())
-        self.critic = QEnsemble(self.num_critics, self.obs_dim, self.act_dim, cfg.hidden).to(dev)
-        self.critic_target = QEnsemble(self.num_critics, self.obs_dim, self.act_dim, cfg.hidden).to(dev)
-        self.critic_target.load_state_dict(self.critic.state_dict())
-        for target in (self.actor_target, self.critic_target):
-            target.requires_grad_(False)
+        self.actor, self.actor_target = online_and_target(DeterministicActor, self.obs_dim, self.act_dim, cfg.hidden,
+                                                          device=dev)
+        self.critic, self.critic_target = online_and_target(QEnsemble, self.num_critics, self.obs_dim, self.act_dim,
+                                                            cfg.hidden, device=dev)
         self.nets.update({"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
                           "critic_target": self.critic_target})
         self.actor_opt = self.add_optimizer("actor", self.actor.parameters(), cfg.actor_lr)
