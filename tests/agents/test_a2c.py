@@ -15,13 +15,7 @@ from noeira.core.driver import resolve, train
 from noeira.core.errors import ConfigError
 from noeira.core.testing import check_agent
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("env_name,kw", [

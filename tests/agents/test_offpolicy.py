@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import copy
 import math
-from collections.abc import Iterator
 
 import attrs
 import pytest
@@ -27,18 +26,11 @@ from noeira.core.errors import ConfigError
 from noeira.core.spaces import Box, Discrete
 from noeira.core.testing import check_agent
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SMALL = {"hidden": [32, 32], "batch_size": 16, "buffer_size": 1_000, "learning_starts": 0}
 ENV = {"dqn": "cartpole", "sac": "pendulum", "td3": "pendulum", "ddpg": "pendulum"}
 AGENTS = list(ENV)
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Small networks run faster on one thread (and do not fight other processes)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def build(name: str, num_envs: int = 4, seed: int = 0, **cfg: object) -> tuple[object, object]:

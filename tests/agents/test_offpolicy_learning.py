@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,7 @@ import torch
 
 from noeira.core.driver import eval_run, resolve, train
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Small networks run faster on one thread (and do not fight other processes)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def run(tmp: Path, env: str, agent: str, seed: int = 0, **run_cfg: Any) -> dict[str, Any]:

@@ -18,14 +18,7 @@ from noeira.core.driver import resolve
 from noeira.core.errors import ConfigError
 from noeira.core.testing import check_agent
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks: one thread is fastest, and immune to a busy machine's oversubscription."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class MatchEnv(TensorEnv):
