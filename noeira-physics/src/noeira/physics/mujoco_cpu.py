@@ -117,6 +117,7 @@ class MujocoEngine:
         self._template = mujoco.MjData(m)  # field shapes; the initial state row
         if config.rne_post_constraint:
             self._batch = None
+            self._m = m.__copy__()  # the worlds' model, as the workers' and a batch's are copies
             self._initial = np.zeros(mujoco.mj_stateSize(m, _SPEC))
             mujoco.mj_getState(m, self._template, self._initial, _SPEC)
             nthread = min(self.nthread, n)
@@ -199,7 +200,7 @@ class MujocoEngine:
         if self._batch is not None:
             self._batch.step(nstep=nstep)
             return
-        m, rows, d = self.mj_model, self._rows, self._datas[0]
+        m, rows, d = self._m, self._rows, self._datas[0]
         if self._procs is not None:
             outs = self._outs(d, post=True)
             self._procs.run(nstep, None, lambda part: worker.step_worlds(m, d, rows, part, nstep, outs))
@@ -214,7 +215,7 @@ class MujocoEngine:
         if self._batch is not None:
             self._batch.forward(ids)
             return
-        m, rows, d = self.mj_model, self._rows, self._datas[0]
+        m, rows, d = self._m, self._rows, self._datas[0]
         if self._procs is not None and (ids is None or len(ids) > _INLINE_FORWARD):
             outs = self._outs(d, post=False)
             self._procs.run(None, ids, lambda part: worker.forward_worlds(m, d, rows, part, outs))
