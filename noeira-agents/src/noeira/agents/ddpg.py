@@ -13,6 +13,8 @@ mu(s) in ``[-1, 1]`` action units; uniform random actions before ``learning_star
 
 from __future__ import annotations
 
+import attrs
+
 from noeira.agents.td3 import TD3, DeterministicConfig
 
 __all__ = ["DDPG"]
@@ -21,6 +23,9 @@ __all__ = ["DDPG"]
 class DDPG(TD3):
     """Deep Deterministic Policy Gradient for 1-d ``Box`` action spaces. Its recipes are TD3's."""
 
-    Config = DeterministicConfig  # TD3's keys without those of its fixes (policy_noise, noise_clip, policy_delay)
+    @attrs.frozen
+    class Config(DeterministicConfig):
+        """DDPG's keys: TD3's without those of its fixes (policy_noise, noise_clip, policy_delay)."""
+
     config: Config  # type: ignore[assignment]
     num_critics = 1  # no policy_delay / policy_noise keys: TD3 reads them as 1 and 0
