@@ -191,6 +191,27 @@ def test_a_host_sync_fails_recording_with_a_hint() -> None:
 
 
 @pytest.mark.cuda
+def test_no_garbage_collection_while_recording() -> None:
+    """Garbage is collected before the capture and not during it (a collection amid a capture
+    can free another library's CUDA memory against the capture's rules)."""
+    import gc
+
+    be = get_backend("cuda")
+    x = torch.zeros(2, device=be.device)
+    seen: list[bool] = []
+
+    def step():
+        seen.append(gc.isenabled())
+        x.add_(1)
+
+    wrapped = StreamGraph(warmup=1).wrap(step, be)
+    for _ in range(3):
+        wrapped()
+    assert seen == [True, False]  # the warm-up call, the recording; the replay runs no Python
+    assert gc.isenabled() and torch.equal(x, torch.full((2,), 3.0, device=be.device))
+
+
+@pytest.mark.cuda
 def test_static_inputs_and_outputs() -> None:
     be = get_backend("cuda")
     acc = torch.zeros(3, device=be.device)

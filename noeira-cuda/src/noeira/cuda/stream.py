@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -130,6 +131,27 @@ class RecordedStep:
             for g in gens:
                 graph.register_generator_state(g)
         torch.cuda.synchronize(dev)
+        # Garbage is collected now, and not while recording (as torch.cuda.graph collects
+        # before it captures): a collection amid the capture frees whatever sits in reference
+        # cycles, and another library's CUDA memory (Warp's arrays) freed on a capturing
+        # stream outside that library's own capture rules invalidates the recording.
+        gc.collect()
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            out, graph = self._capture(graph, pool, side, args, kwargs)
+        finally:
+            if gc_was_on:
+                gc.enable()
+        _check_output(out, self.name)
+        self.graph, self._out = graph, out
+        self._args, self._kwargs = args, dict(kwargs)
+        log.debug("graph %r: recorded %s after %d warm-up calls", self.owner.name, self.name, self.warmup)
+        graph.replay()  # recording ran nothing: this call's work
+        return _fresh(out)
+
+    def _capture(self, graph: torch.cuda.CUDAGraph, pool: Any, side: torch.cuda.Stream, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> tuple[Any, torch.cuda.CUDAGraph]:
         # capture_begin/capture_end by hand (not torch.cuda.graph): a failed capture must still
         # leave the side stream, or later eager work would run on it
         with torch.cuda.stream(side):
@@ -146,12 +168,7 @@ class RecordedStep:
             except Exception as err:
                 raise CaptureError(f"graph {self.owner.name!r}: recording {self.name} failed at the end of the "
                                    f"capture: {type(err).__name__}: {_first_line(err)} ({HINT})") from err
-        _check_output(out, self.name)
-        self.graph, self._out = graph, out
-        self._args, self._kwargs = args, dict(kwargs)
-        log.debug("graph %r: recorded %s after %d warm-up calls", self.owner.name, self.name, self.warmup)
-        graph.replay()  # recording ran nothing: this call's work
-        return _fresh(out)
+        return out, graph
 
     def _match_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if len(args) != len(self._args) or kwargs.keys() != self._kwargs.keys():
