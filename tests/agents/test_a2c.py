@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from noeira.agents.a2c import A2C
+from noeira.agents.ppo import PPO
 from noeira.core import make_agent, make_env
 from noeira.core.config import field_docs
 from noeira.core.driver import resolve, train
@@ -70,3 +71,11 @@ def test_a2c_solves_cartpole(tmp_path: Path) -> None:
     cfg = resolve({"backend": "cpu", "agent": {"name": "a2c"}, "run": {"progress": False, "seed": 0}})
     record = train(cfg, run_dir=tmp_path / "a2c")
     assert record["final_eval"]["mean_return"] >= 475, record["final_eval"]
+
+
+def test_recipe_scales_with_the_users_num_envs() -> None:
+    """A2C takes PPO's recipe logic with its own table: the run keeps its iterations."""
+    base = A2C.recipe("cartpole", "cuda")
+    scaled = A2C.recipe("cartpole", "cuda", num_envs=4 * base["env"]["num_envs"])
+    assert scaled["run"]["total_steps"] == 4 * base["run"]["total_steps"]
+    assert scaled["agent"] == base["agent"] and base["agent"]["horizon"] != PPO.recipe("cartpole", "cuda")["agent"]["horizon"]

@@ -13,7 +13,6 @@ Capture-safe like PPO. References: Mnih et al. 2016 (A3C); Wu et al. 2017 (A2C).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import attrs
@@ -95,15 +94,7 @@ class A2C(PPO):
     """A2C agent (entry point ``a2c``): PPO's collection, one unclipped update per rollout."""
 
     Config = Config  # type: ignore[assignment]
-
-    @classmethod
-    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
-        """Tuned defaults for ``env_name`` on ``backend_name`` (``{}`` when there are none)."""
-        by_backend = _RECIPES.get(env_name.split(":")[0], {})
-        recipe = copy.deepcopy(by_backend.get(backend_name, by_backend.get("cpu", {})))
-        if backend_name == "cpu":
-            recipe.setdefault("agent", {}).setdefault("torch_threads", 1)
-        return recipe
+    RECIPES = _RECIPES  # PPO.recipe reads them
 
     def _validate(self, cfg: Any, spec: EnvSpec) -> None:
         super()._validate(cfg, spec)

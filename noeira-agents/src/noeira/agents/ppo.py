@@ -139,13 +139,15 @@ class PPO:
     """PPO agent (entry point ``ppo``). ``PPO(spec, backend, PPO.Config(...))``."""
 
     Config = Config
+    RECIPES = _RECIPES
+    """Tuned starting points by env, then backend (see :meth:`recipe`)."""
 
     @classmethod
     def recipe(cls, env_name: str, backend_name: str, num_envs: int | None = None) -> dict[str, Any]:
         """Tuned defaults for ``env_name`` on ``backend_name`` (``{}`` when there are none).
         Backends other than cuda take the cpu recipe. Given the user's ``num_envs``, the run
         keeps the recipe's number of iterations: ``run.total_steps`` scales with num_envs."""
-        by_backend = _RECIPES.get(env_name.split(":")[0], {})
+        by_backend = cls.RECIPES.get(env_name.split(":")[0], {})
         recipe = copy.deepcopy(by_backend.get(backend_name, by_backend.get("cpu", {})))
         if backend_name == "cpu":
             recipe.setdefault("agent", {}).setdefault("torch_threads", 1)
