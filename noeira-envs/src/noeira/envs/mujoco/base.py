@@ -8,6 +8,9 @@ sees the raw action), the step runs ``frame_skip`` substeps (``dt = timestep *
 frame_skip``), and quantities read after it (body positions, contact forces) are those
 ``mj_step`` leaves, computed before the last substep. Reset: ``mj_resetData``, then
 ``qpos0`` and zero velocities plus noise, then ``mj_forward``.
+
+Shared here: the control cost ``|a|^2`` (``sumsq``) and gymnasium's usual reset noise
+(``MujocoEnv.qvel_noise``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import torch
@@ -24,7 +27,13 @@ from torch import Tensor
 from noeira.core import Backend, Box, TensorEnv, make_physics
 from noeira.core.errors import ConfigError, UserError
 
-__all__ = ["MujocoConfig", "MujocoEnv", "asset_path"]
+__all__ = ["MujocoConfig", "MujocoEnv", "asset_path", "sumsq"]
+
+
+def sumsq(x: Tensor) -> Tensor:
+    """``[N, ...] -> [N]`` sum of squares over all but the first dim (the control cost
+    ``|a|^2``, the contact cost ``|cfrc_ext|^2``)."""
+    return x.square().flatten(1).sum(1)
 
 
 def asset_path(xml_file: str) -> str:
@@ -62,7 +71,8 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 class MujocoEnv(TensorEnv):
     """``num_envs`` worlds of one MJCF model. Subclasses set ``obs_dim`` (from the model),
-    and write ``_observation()``, ``_advance(action)`` and ``_reset_state()``.
+    and write ``_observation()``, ``_advance(action)`` and, unless the default noise with
+    ``config.reset_noise_scale`` fits (see ``qvel_noise``), ``_reset_state()``.
 
     ``physics`` is the engine; its tensors (``qpos [N, nq]``, ``qvel [N, nv]`` and the
     derived fields named in ``fields``) live on ``physics.device`` in ``physics.dtype``,
@@ -73,6 +83,8 @@ class MujocoEnv(TensorEnv):
     """Derived ``MjData`` fields the env reads (they then get computed at reset)."""
     rne_post_constraint: bool = False
     """The env reads ``cfrc_ext``: run ``mj_rnePostConstraint`` after each step."""
+    qvel_noise: Literal["uniform", "normal"] = "uniform"
+    """Reset velocity noise of the default ``_reset_state``: ``U(-s, s)`` or ``s * N(0, 1)``."""
 
     def __init__(self, config: Any, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         if config.dtype not in _DTYPES:
@@ -118,8 +130,13 @@ class MujocoEnv(TensorEnv):
 
     def _reset_state(self) -> tuple[Tensor, Tensor]:
         """Fresh ``qpos [N, nq]``, ``qvel [N, nv]`` for every world (only the resetting
-        ones are used)."""
-        raise NotImplementedError
+        ones are used). By default gymnasium's usual noise, ``s = config.reset_noise_scale``:
+        ``qpos0 + U(-s, s)``, then zero velocities plus ``U(-s, s)`` or ``s * N(0, 1)``
+        (``qvel_noise``), drawn in that order from the env's generator."""
+        s, m = self.config.reset_noise_scale, self.model
+        qpos = self.init_qpos + self._uniform(-s, s, m.nq)
+        noise = self._normal(s, m.nv) if self.qvel_noise == "normal" else self._uniform(-s, s, m.nv)
+        return qpos, self.init_qvel + noise
 
     # -- helpers -----------------------------------------------------------------------
     def _uniform(self, low: float, high: float, n: int) -> Tensor:

@@ -11,7 +11,7 @@ import attrs
 import torch
 from torch import Tensor
 
-from noeira.envs.mujoco.base import MujocoConfig, MujocoEnv
+from noeira.envs.mujoco.base import MujocoConfig, MujocoEnv, sumsq
 
 __all__ = ["InvertedDoublePendulum", "InvertedPendulum", "Reacher"]
 
@@ -44,10 +44,6 @@ class InvertedPendulum(MujocoEnv):
         terminated = ~torch.isfinite(obs).all(dim=1) | (obs[:, 1].abs() > 0.2)
         return (~terminated).to(obs.dtype), terminated
 
-    def _reset_state(self) -> tuple[Tensor, Tensor]:
-        s, m = self.config.reset_noise_scale, self.model
-        return self.init_qpos + self._uniform(-s, s, m.nq), self.init_qvel + self._uniform(-s, s, m.nv)
-
 
 class InvertedDoublePendulum(MujocoEnv):
     """``InvertedDoublePendulum-v5``: obs ``[N, 9]`` (cart position, sin and cos of the hinge
@@ -57,6 +53,7 @@ class InvertedDoublePendulum(MujocoEnv):
 
     name = "inverted-double-pendulum"
     fields = ("site_xpos", "qfrc_constraint")
+    qvel_noise = "normal"
 
     @attrs.frozen
     class Config(MujocoConfig):
@@ -90,10 +87,6 @@ class InvertedDoublePendulum(MujocoEnv):
         vel_penalty = 1e-3 * v1**2 + 5e-3 * v2**2
         alive_bonus = self.config.healthy_reward * (~terminated).to(x.dtype)
         return alive_bonus - dist_penalty - vel_penalty, terminated
-
-    def _reset_state(self) -> tuple[Tensor, Tensor]:
-        s, m = self.config.reset_noise_scale, self.model
-        return self.init_qpos + self._uniform(-s, s, m.nq), self.init_qvel + self._normal(s, m.nv)
 
 
 class Reacher(MujocoEnv):
@@ -141,7 +134,7 @@ class Reacher(MujocoEnv):
         c = self.config
         a = self._simulate(action)
         reward_dist = -torch.linalg.vector_norm(self._vec(), dim=1) * c.reward_dist_weight
-        reward_ctrl = -a.square().sum(1) * c.reward_control_weight
+        reward_ctrl = -sumsq(a) * c.reward_control_weight
         reward = reward_dist + reward_ctrl
         return reward, torch.zeros_like(reward, dtype=torch.bool)
 

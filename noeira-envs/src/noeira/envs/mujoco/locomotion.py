@@ -18,14 +18,9 @@ import torch
 from torch import Tensor
 
 from noeira.core import Backend
-from noeira.envs.mujoco.base import MujocoConfig, MujocoEnv
+from noeira.envs.mujoco.base import MujocoConfig, MujocoEnv, sumsq
 
 __all__ = ["Ant", "HalfCheetah", "Hopper", "Humanoid", "Swimmer", "Walker2d"]
-
-
-def _sumsq(x: Tensor) -> Tensor:
-    """``[N, ...] -> [N]`` sum of squares over all but the first dim."""
-    return x.square().flatten(1).sum(1)
 
 
 def _inside(x: Tensor, lo: float, hi: float) -> Tensor:
@@ -33,11 +28,71 @@ def _inside(x: Tensor, lo: float, hi: float) -> Tensor:
     return (x > lo) & (x < hi)
 
 
-class HalfCheetah(MujocoEnv):
+class _Locomotion(MujocoEnv):
+    """What the six share. Observation ``qpos[:, k:]``, ``qvel`` (clipped to ``qvel_clip``),
+    then ``_extra_observation()``, where ``k`` root position coordinates are left out when
+    ``exclude_current_positions_from_observation``. Reward ``w_f * x_vel [+ healthy_reward *
+    healthy] - w_c * |a|^2 [- _contact_cost()]`` (summed in that order), ``x_vel`` the change
+    of ``_x()`` over ``dt``; terminates when not ``_healthy()`` and
+    ``terminate_when_unhealthy``; an env without a health rule never terminates."""
+
+    excluded_root_coords: int = 1
+    """Root position coordinates ``exclude_current_positions_from_observation`` leaves out."""
+    qvel_clip: float | None = None
+    """The observation's ``qvel`` is clipped to ``[-qvel_clip, qvel_clip]``."""
+
+    @property
+    def obs_dim(self) -> int:
+        return self.model.nq + self.model.nv - self._excluded()
+
+    def _excluded(self) -> int:
+        return self.excluded_root_coords * int(self.config.exclude_current_positions_from_observation)
+
+    def _extra_observation(self) -> list[Tensor]:
+        """``[N, *]`` parts appended after ``qvel`` (obs_dim counts them)."""
+        return []
+
+    def _observation(self) -> Tensor:
+        p, clip = self.physics, self.qvel_clip
+        qvel = p.qvel if clip is None else p.qvel.clamp(-clip, clip)
+        return torch.cat([p.qpos[:, self._excluded():], qvel, *self._extra_observation()], dim=1)
+
+    def _x(self) -> Tensor:
+        """``[N]`` the x position whose velocity is rewarded: the root's ``qpos[0]``."""
+        return self.physics.qpos[:, 0]
+
+    def _healthy(self) -> Tensor | None:
+        """``[N]`` bool, the state after the step; ``None``: no health rule."""
+        return None
+
+    def _contact_cost(self) -> Tensor | None:
+        """``[N]`` the contact cost; ``None``: none."""
+        return None
+
+    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        c = self.config
+        x_before = self._x().clone()
+        a = self._simulate(action)
+        x_velocity = (self._x() - x_before) / self.dt
+        healthy = self._healthy()
+        reward = c.forward_reward_weight * x_velocity
+        if healthy is not None:
+            reward = reward + c.healthy_reward * healthy.to(self.physics.dtype)
+        reward = reward - c.ctrl_cost_weight * sumsq(a)
+        contact_cost = self._contact_cost()
+        if contact_cost is not None:
+            reward = reward - contact_cost
+        if healthy is None:
+            return reward, torch.zeros_like(reward, dtype=torch.bool)
+        return reward, ~healthy & c.terminate_when_unhealthy
+
+
+class HalfCheetah(_Locomotion):
     """``HalfCheetah-v5``: obs ``[N, 17]`` (``qpos[1:]``, ``qvel``), action ``[N, 6]`` in [-1, 1];
     reward ``w_f * x_vel - w_c * |a|^2``; never terminates."""
 
     name = "halfcheetah"
+    qvel_noise = "normal"
 
     @attrs.frozen
     class Config(MujocoConfig):
@@ -54,68 +109,15 @@ class HalfCheetah(MujocoEnv):
         exclude_current_positions_from_observation: bool = True
         """Leave the root x position out of the observation."""
 
-    @property
-    def obs_dim(self) -> int:
-        return self.model.nq + self.model.nv - int(self.config.exclude_current_positions_from_observation)
 
-    def _observation(self) -> Tensor:
-        skip = int(self.config.exclude_current_positions_from_observation)
-        return torch.cat([self.physics.qpos[:, skip:], self.physics.qvel], dim=1)
+class _Planar(_Locomotion):
+    """Hopper and Walker2d: planar walkers with a health rule on height and angle, and the
+    same keys and defaults but for the model and the health ranges."""
 
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        c, qpos = self.config, self.physics.qpos
-        x_before = qpos[:, 0].clone()
-        a = self._simulate(action)
-        x_velocity = (qpos[:, 0] - x_before) / self.dt
-        reward = c.forward_reward_weight * x_velocity - c.ctrl_cost_weight * _sumsq(a)
-        return reward, torch.zeros_like(reward, dtype=torch.bool)
-
-    def _reset_state(self) -> tuple[Tensor, Tensor]:
-        s, m = self.config.reset_noise_scale, self.model
-        return self.init_qpos + self._uniform(-s, s, m.nq), self.init_qvel + self._normal(s, m.nv)
-
-
-class _Planar(MujocoEnv):
-    """Hopper and Walker2d: planar walkers with a health rule on height and angle."""
-
-    @property
-    def obs_dim(self) -> int:
-        return self.model.nq + self.model.nv - int(self.config.exclude_current_positions_from_observation)
-
-    def _observation(self) -> Tensor:
-        skip = int(self.config.exclude_current_positions_from_observation)
-        return torch.cat([self.physics.qpos[:, skip:], self.physics.qvel.clamp(-10, 10)], dim=1)
-
-    def _healthy(self) -> Tensor:
-        c, qpos = self.config, self.physics.qpos
-        return _inside(qpos[:, 1], *c.healthy_z_range) & _inside(qpos[:, 2], *c.healthy_angle_range)
-
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        c, qpos = self.config, self.physics.qpos
-        x_before = qpos[:, 0].clone()
-        a = self._simulate(action)
-        x_velocity = (qpos[:, 0] - x_before) / self.dt
-        healthy = self._healthy()
-        reward = (c.forward_reward_weight * x_velocity + c.healthy_reward * healthy.to(qpos.dtype)
-                  - c.ctrl_cost_weight * _sumsq(a))
-        return reward, ~healthy & c.terminate_when_unhealthy
-
-    def _reset_state(self) -> tuple[Tensor, Tensor]:
-        s, m = self.config.reset_noise_scale, self.model
-        return self.init_qpos + self._uniform(-s, s, m.nq), self.init_qvel + self._uniform(-s, s, m.nv)
-
-
-class Hopper(_Planar):
-    """``Hopper-v5``: obs ``[N, 11]`` (``qpos[1:]``, ``clip(qvel, -10, 10)``), action ``[N, 3]``;
-    reward ``w_f * x_vel + healthy_reward * healthy - w_c * |a|^2``; terminates when unhealthy
-    (``state[2:]``, height or angle out of range)."""
-
-    name = "hopper"
+    qvel_clip = 10.0
 
     @attrs.frozen
     class Config(MujocoConfig):
-        xml_file: str = "hopper.xml"
-        """Model: a file of gymnasium's assets, or a path."""
         frame_skip: int = 4
         """MuJoCo substeps per env step."""
         forward_reward_weight: float = 1.0
@@ -126,16 +128,35 @@ class Hopper(_Planar):
         """Reward per step while healthy."""
         terminate_when_unhealthy: bool = True
         """End the episode when unhealthy."""
+        reset_noise_scale: float = 5e-3
+        """qpos0 + U(-s, s), qvel U(-s, s) at reset."""
+        exclude_current_positions_from_observation: bool = True
+        """Leave the root x position out of the observation."""
+
+    def _healthy(self) -> Tensor:
+        c, qpos = self.config, self.physics.qpos
+        return _inside(qpos[:, 1], *c.healthy_z_range) & _inside(qpos[:, 2], *c.healthy_angle_range)
+
+
+class Hopper(_Planar):
+    """``Hopper-v5``: obs ``[N, 11]`` (``qpos[1:]``, ``clip(qvel, -10, 10)``), action ``[N, 3]``;
+    reward ``w_f * x_vel + healthy_reward * healthy - w_c * |a|^2``; terminates when unhealthy
+    (``state[2:]``, height or angle out of range). Reset noise ``U(-s, s)``."""
+
+    name = "hopper"
+
+    @attrs.frozen
+    class Config(_Planar.Config):
+        """Hopper's keys (the reward weights, frame skip, reset noise: ``_Planar.Config``)."""
+
+        xml_file: str = "hopper.xml"
+        """Model: a file of gymnasium's assets, or a path."""
         healthy_state_range: tuple[float, float] = (-100.0, 100.0)
         """Healthy while every element of concat(qpos, qvel)[2:] lies strictly inside."""
         healthy_z_range: tuple[float, float] = (0.7, math.inf)
         """Healthy while the torso height lies strictly inside."""
         healthy_angle_range: tuple[float, float] = (-0.2, 0.2)
         """Healthy while the torso angle lies strictly inside."""
-        reset_noise_scale: float = 5e-3
-        """qpos0 + U(-s, s), qvel U(-s, s) at reset."""
-        exclude_current_positions_from_observation: bool = True
-        """Leave the root x position out of the observation."""
 
     def _healthy(self) -> Tensor:
         lo, hi = self.config.healthy_state_range
@@ -150,30 +171,18 @@ class Walker2d(_Planar):
     name = "walker2d"
 
     @attrs.frozen
-    class Config(MujocoConfig):
+    class Config(_Planar.Config):
+        """Walker2d's keys (the reward weights, frame skip, reset noise: ``_Planar.Config``)."""
+
         xml_file: str = "walker2d_v5.xml"
         """Model: a file of gymnasium's assets, or a path."""
-        frame_skip: int = 4
-        """MuJoCo substeps per env step."""
-        forward_reward_weight: float = 1.0
-        """Weight of the forward velocity reward."""
-        ctrl_cost_weight: float = 1e-3
-        """Weight of the control cost |a|^2."""
-        healthy_reward: float = 1.0
-        """Reward per step while healthy."""
-        terminate_when_unhealthy: bool = True
-        """End the episode when unhealthy."""
         healthy_z_range: tuple[float, float] = (0.8, 2.0)
         """Healthy while the torso height lies strictly inside."""
         healthy_angle_range: tuple[float, float] = (-1.0, 1.0)
         """Healthy while the torso angle lies strictly inside."""
-        reset_noise_scale: float = 5e-3
-        """qpos0 + U(-s, s), qvel U(-s, s) at reset."""
-        exclude_current_positions_from_observation: bool = True
-        """Leave the root x position out of the observation."""
 
 
-class Ant(MujocoEnv):
+class Ant(_Locomotion):
     """``Ant-v5``: obs ``[N, 105]`` (``qpos[2:]``, ``qvel``, clipped ``cfrc_ext[1:]``), action
     ``[N, 8]``; reward ``w_f * x_vel + healthy_reward * healthy - w_c * |a|^2 - w_contact *
     |clip(cfrc_ext)|^2``, the velocity of the main body's frame; terminates when the state is
@@ -182,6 +191,8 @@ class Ant(MujocoEnv):
     name = "ant"
     fields = ("xpos", "cfrc_ext")
     rne_post_constraint = True
+    excluded_root_coords = 2
+    qvel_noise = "normal"
 
     @attrs.frozen
     class Config(MujocoConfig):
@@ -214,39 +225,27 @@ class Ant(MujocoEnv):
 
     @property
     def obs_dim(self) -> int:
-        c, m = self.config, self.model
-        return (m.nq + m.nv - 2 * int(c.exclude_current_positions_from_observation)
-                + 6 * (m.nbody - 1) * int(c.include_cfrc_ext_in_observation))
+        return super().obs_dim + 6 * (self.model.nbody - 1) * int(self.config.include_cfrc_ext_in_observation)
 
     def _contact_forces(self) -> Tensor:
         return self._f["cfrc_ext"].clamp(*self.config.contact_force_range)
 
-    def _observation(self) -> Tensor:
-        c, p = self.config, self.physics
-        parts = [p.qpos[:, 2 * int(c.exclude_current_positions_from_observation):], p.qvel]
-        if c.include_cfrc_ext_in_observation:
-            parts.append(self._contact_forces()[:, 1:].flatten(1))
-        return torch.cat(parts, dim=1)
+    def _extra_observation(self) -> list[Tensor]:
+        return [self._contact_forces()[:, 1:].flatten(1)] if self.config.include_cfrc_ext_in_observation else []
 
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        c, p, xpos = self.config, self.physics, self._f["xpos"]
-        xy_before = xpos[:, c.main_body, :2].clone()
-        a = self._simulate(action)
-        x_velocity = (xpos[:, c.main_body, 0] - xy_before[:, 0]) / self.dt
-        lo, hi = c.healthy_z_range
-        state = torch.cat([p.qpos, p.qvel], dim=1)
+    def _x(self) -> Tensor:
+        return self._f["xpos"][:, self.config.main_body, 0]
+
+    def _healthy(self) -> Tensor:
+        p, (lo, hi) = self.physics, self.config.healthy_z_range
         z = p.qpos[:, 2]
-        healthy = torch.isfinite(state).all(dim=1) & (z >= lo) & (z <= hi)
-        reward = (c.forward_reward_weight * x_velocity + c.healthy_reward * healthy.to(p.dtype)
-                  - c.ctrl_cost_weight * _sumsq(a) - c.contact_cost_weight * _sumsq(self._contact_forces()))
-        return reward, ~healthy & c.terminate_when_unhealthy
+        return torch.isfinite(torch.cat([p.qpos, p.qvel], dim=1)).all(dim=1) & (z >= lo) & (z <= hi)
 
-    def _reset_state(self) -> tuple[Tensor, Tensor]:
-        s, m = self.config.reset_noise_scale, self.model
-        return self.init_qpos + self._uniform(-s, s, m.nq), self.init_qvel + self._normal(s, m.nv)
+    def _contact_cost(self) -> Tensor:
+        return self.config.contact_cost_weight * sumsq(self._contact_forces())
 
 
-class Humanoid(MujocoEnv):
+class Humanoid(_Locomotion):
     """``Humanoid-v5``: obs ``[N, 348]`` (``qpos[2:]``, ``qvel``, ``cinert[1:]``, ``cvel[1:]``,
     ``qfrc_actuator[6:]``, ``cfrc_ext[1:]``), action ``[N, 17]`` in [-0.4, 0.4]; reward
     ``w_f * x_vel(centre of mass) + healthy_reward * healthy - w_c * |ctrl|^2 -
@@ -256,6 +255,7 @@ class Humanoid(MujocoEnv):
     name = "humanoid"
     fields = ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext")
     rne_post_constraint = True
+    excluded_root_coords = 2
 
     @attrs.frozen
     class Config(MujocoConfig):
@@ -298,17 +298,14 @@ class Humanoid(MujocoEnv):
     def obs_dim(self) -> int:
         c, m = self.config, self.model
         nb = m.nbody - 1
-        return (m.nq + m.nv - 2 * int(c.exclude_current_positions_from_observation)
+        return (super().obs_dim
                 + 10 * nb * int(c.include_cinert_in_observation) + 6 * nb * int(c.include_cvel_in_observation)
                 + (m.nv - 6) * int(c.include_qfrc_actuator_in_observation)
                 + 6 * nb * int(c.include_cfrc_ext_in_observation))
 
-    def _mass_center_x(self) -> Tensor:
-        return (self._f["xipos"][:, :, 0] * self._mass).sum(1) / self._mass.sum()
-
-    def _observation(self) -> Tensor:
-        c, p, f = self.config, self.physics, self._f
-        parts = [p.qpos[:, 2 * int(c.exclude_current_positions_from_observation):], p.qvel]
+    def _extra_observation(self) -> list[Tensor]:
+        c, f = self.config, self._f
+        parts = []
         if c.include_cinert_in_observation:
             parts.append(f["cinert"][:, 1:].flatten(1))
         if c.include_cvel_in_observation:
@@ -317,29 +314,26 @@ class Humanoid(MujocoEnv):
             parts.append(f["qfrc_actuator"][:, 6:])
         if c.include_cfrc_ext_in_observation:
             parts.append(f["cfrc_ext"][:, 1:].flatten(1))
-        return torch.cat(parts, dim=1)
+        return parts
 
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        c, p = self.config, self.physics
-        x_before = self._mass_center_x()
-        a = self._simulate(action)
-        x_velocity = (self._mass_center_x() - x_before) / self.dt
-        healthy = _inside(p.qpos[:, 2], *c.healthy_z_range)
-        contact_cost = (c.contact_cost_weight * _sumsq(self._f["cfrc_ext"])).clamp(*c.contact_cost_range)
-        reward = (c.forward_reward_weight * x_velocity + c.healthy_reward * healthy.to(p.dtype)
-                  - c.ctrl_cost_weight * _sumsq(a) - contact_cost)
-        return reward, ~healthy & c.terminate_when_unhealthy
+    def _x(self) -> Tensor:
+        """The centre of mass."""
+        return (self._f["xipos"][:, :, 0] * self._mass).sum(1) / self._mass.sum()
 
-    def _reset_state(self) -> tuple[Tensor, Tensor]:
-        s, m = self.config.reset_noise_scale, self.model
-        return self.init_qpos + self._uniform(-s, s, m.nq), self.init_qvel + self._uniform(-s, s, m.nv)
+    def _healthy(self) -> Tensor:
+        return _inside(self.physics.qpos[:, 2], *self.config.healthy_z_range)
+
+    def _contact_cost(self) -> Tensor:
+        c = self.config
+        return (c.contact_cost_weight * sumsq(self._f["cfrc_ext"])).clamp(*c.contact_cost_range)
 
 
-class Swimmer(MujocoEnv):
+class Swimmer(_Locomotion):
     """``Swimmer-v5``: obs ``[N, 8]`` (``qpos[2:]``, ``qvel``), action ``[N, 2]``; reward
     ``w_f * x_vel - w_c * |a|^2``; never terminates."""
 
     name = "swimmer"
+    excluded_root_coords = 2
 
     @attrs.frozen
     class Config(MujocoConfig):
@@ -355,23 +349,3 @@ class Swimmer(MujocoEnv):
         """qpos0 + U(-s, s), qvel U(-s, s) at reset."""
         exclude_current_positions_from_observation: bool = True
         """Leave the root x, y position out of the observation."""
-
-    @property
-    def obs_dim(self) -> int:
-        return self.model.nq + self.model.nv - 2 * int(self.config.exclude_current_positions_from_observation)
-
-    def _observation(self) -> Tensor:
-        skip = 2 * int(self.config.exclude_current_positions_from_observation)
-        return torch.cat([self.physics.qpos[:, skip:], self.physics.qvel], dim=1)
-
-    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        c, qpos = self.config, self.physics.qpos
-        x_before = qpos[:, 0].clone()
-        a = self._simulate(action)
-        x_velocity = (qpos[:, 0] - x_before) / self.dt
-        reward = c.forward_reward_weight * x_velocity - c.ctrl_cost_weight * _sumsq(a)
-        return reward, torch.zeros_like(reward, dtype=torch.bool)
-
-    def _reset_state(self) -> tuple[Tensor, Tensor]:
-        s, m = self.config.reset_noise_scale, self.model
-        return self.init_qpos + self._uniform(-s, s, m.nq), self.init_qvel + self._uniform(-s, s, m.nv)
