@@ -100,6 +100,28 @@ def test_reset_distribution_and_time_limit() -> None:
     assert make_env("reacher", num_envs=1, backend="cpu").max_episode_steps == 50
 
 
+# the envs with gymnasium's usual reset noise: qpos0 + U(-s, s), qvel U(-s, s) or s * N(0, 1)
+RESET_NOISE = [("halfcheetah", "normal"), ("hopper", "uniform"), ("walker2d", "uniform"),
+               ("ant", "normal"), ("humanoid", "uniform"), ("swimmer", "uniform"),
+               ("inverted-pendulum", "uniform"), ("inverted-double-pendulum", "normal")]
+
+
+@pytest.mark.parametrize(("name", "qvel_noise"), RESET_NOISE, ids=[e[0] for e in RESET_NOISE])
+def test_reset_noise(name: str, qvel_noise: str) -> None:
+    """The parity test copies gymnasium's reset states; this checks our own reset noise."""
+    env = make_env(name, num_envs=128, backend="cpu", seed=0, dtype="float64")
+    env.reset(seed=1)
+    s, nq = env.config.reset_noise_scale, env.model.nq
+    state = env.get_state()
+    qpos_noise, qvel = state[:, :nq] - torch.tensor(env.model.qpos0), state[:, nq:]
+    assert qpos_noise.abs().max() <= s and qpos_noise.std() > s / 3
+    if qvel_noise == "uniform":
+        assert qvel.abs().max() <= s and qvel.std() > s / 3
+    else:  # N(0, s^2): a third of the draws lie beyond s
+        assert qvel.abs().max() > 2 * s and abs(qvel.std() / s - 1) < 0.1
+    env.close()
+
+
 def test_reacher_target_in_disc() -> None:
     env = make_env("reacher", num_envs=256, backend="cpu", seed=0, dtype="float64")
     env.reset(seed=0)

@@ -6,7 +6,9 @@ skip, observation, reward terms, health rules, reset noise, defaults of the keyw
 arguments); on the ``mujoco`` engine in float64 the numbers match gymnasium's step by
 step. Forward velocity is the change of a position over ``dt`` (the root ``qpos[0]``,
 Ant's main body frame, Humanoid's centre of mass); the "healthy" terms and termination
-read the state after the step.
+read the state after the step. The step they share (observation head, reward sum,
+termination) is ``_Locomotion``'s; each env names its position, health rule, contact cost
+and extra observations.
 """
 
 from __future__ import annotations
