@@ -139,7 +139,7 @@ class RecordedStep:
         gc_was_on = gc.isenabled()
         gc.disable()
         try:
-            out, graph = self._capture(graph, pool, side, args, kwargs)
+            out = self._capture(graph, pool, side, args, kwargs)
         finally:
             if gc_was_on:
                 gc.enable()
@@ -151,7 +151,8 @@ class RecordedStep:
         return _fresh(out)
 
     def _capture(self, graph: torch.cuda.CUDAGraph, pool: Any, side: torch.cuda.Stream, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> tuple[Any, torch.cuda.CUDAGraph]:
+                 kwargs: dict[str, Any]) -> Any:
+        """Record ``fn`` into ``graph`` on the side stream; its outputs."""
         # capture_begin/capture_end by hand (not torch.cuda.graph): a failed capture must still
         # leave the side stream, or later eager work would run on it
         with torch.cuda.stream(side):
@@ -168,7 +169,7 @@ class RecordedStep:
             except Exception as err:
                 raise CaptureError(f"graph {self.owner.name!r}: recording {self.name} failed at the end of the "
                                    f"capture: {type(err).__name__}: {_first_line(err)} ({HINT})") from err
-        return out, graph
+        return out
 
     def _match_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if len(args) != len(self._args) or kwargs.keys() != self._kwargs.keys():
