@@ -211,6 +211,38 @@ def test_no_garbage_collection_while_recording() -> None:
     assert gc.isenabled() and torch.equal(x, torch.full((2,), 3.0, device=be.device))
 
 
+def test_garbage_is_collected_until_none_is_left() -> None:
+    """Before recording, garbage is collected pass after pass: a finalizer run by one pass
+    can leave new garbage (here a cycle it builds) that only the next pass finds."""
+    import gc
+    import weakref
+
+    from noeira.cuda.stream import _collect_garbage
+
+    left: list[weakref.ref] = []
+
+    class Thing:
+        pass
+
+    class Finalized:
+        def __del__(self) -> None:
+            cycle: list = [Thing()]
+            cycle.append(cycle)
+            left.append(weakref.ref(cycle[0]))
+
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        f = Finalized()
+        f.me = f
+        del f
+        _collect_garbage()
+    finally:
+        if gc_was_on:
+            gc.enable()
+    assert len(left) == 1 and left[0]() is None
+
+
 @pytest.mark.cuda
 def test_static_inputs_and_outputs() -> None:
     be = get_backend("cuda")

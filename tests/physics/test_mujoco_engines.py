@@ -357,6 +357,43 @@ def test_warp_step_in_cuda_graph() -> None:
     assert torch.equal(obs, torch.cat([a.qpos, a.qvel], dim=1) * 2)
 
 
+@needs_assets
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
+def test_warp_step_in_capture_leaves_garbage_alone() -> None:
+    """A capture around the step may begin with garbage about: here a dropped CUDA graph in
+    a reference cycle. Destroying a graph while a capture runs in global mode invalidates
+    the capture, so the step must not collect garbage inside it."""
+    a = make_physics("mujoco-warp", os.path.join(ASSETS, "half_cheetah.xml"), num_worlds=8, backend="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    x = torch.zeros(1, device="cuda")
+    gc_was_on = gc.isenabled()
+    gc.disable()  # the cycle below stays uncollected until the step runs in the capture
+    try:
+        with torch.cuda.stream(s):
+            a.step(1)  # warm-up: Warp loads its kernels
+            old = torch.cuda.CUDAGraph()
+            old.capture_begin()
+            x.add_(1)
+            old.capture_end()
+            cycle: list = [old]
+            cycle.append(cycle)
+            del old, cycle
+            g = torch.cuda.CUDAGraph()
+            g.capture_begin()
+            a.step(1)
+            x.add_(1)
+            g.capture_end()
+    finally:
+        if gc_was_on:
+            gc.enable()
+    torch.cuda.current_stream().wait_stream(s)
+    g.replay()
+    torch.cuda.synchronize()
+    assert x.item() == 1.0  # the old graph never ran; the new one added once
+
+
 @pytest.mark.skipif(not HAS_WARP, reason="warp not installed")
 def test_warp_registers_external_capture(monkeypatch: pytest.MonkeyPatch) -> None:
     """While torch records the step's stream in a CUDA graph, the Warp calls run inside
@@ -379,14 +416,19 @@ def test_warp_registers_external_capture(monkeypatch: pytest.MonkeyPatch) -> Non
             self.is_capturing, self.cuda_stream, self.device = capturing, 1234, Device()
 
     stream = Stream(capturing=True)
+    # nothing is collected inside a capture (it may destroy another CUDA graph)
+    monkeypatch.setattr(gc, "collect", lambda *a: pytest.fail("garbage collected inside a capture"))
     with eng._external_capture(stream) as m:
         assert calls == [("begin", {"stream": stream, "external": True, "capture_mode": wp.CaptureMode.GLOBAL})]
         assert m.opt.graph_conditional is False and m.opt.iterations == eng._m.opt.iterations
+        assert not gc.isenabled()
+    assert gc.isenabled()
     assert eng._m.opt.graph_conditional is True  # eager steps keep the early exit
     assert calls[1] == ("end", {"stream": stream}) and eng._graphs == ["graph2"]  # kept: kernels stay loaded
 
     with pytest.raises(ValueError, match="boom"), eng._external_capture(stream):
         raise ValueError("boom")
+    assert gc.isenabled()
     assert [c[0] for c in calls] == ["begin", "end", "begin", "end"] and len(eng._graphs) == 1
 
     calls.clear()

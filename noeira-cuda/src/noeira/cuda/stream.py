@@ -71,6 +71,14 @@ def _check_output(out: Any, name: str) -> None:
                                "(a dict or tuple of them), which a replay rewrites in place")
 
 
+def _collect_garbage(max_passes: int = 4) -> None:
+    """Collect until a pass finds nothing: finalizers run by one pass (a dropped CUDA graph's
+    owner, a weakref callback) can leave garbage that only the next pass sees."""
+    for _ in range(max_passes):
+        if gc.collect() == 0:
+            return
+
+
 def _fresh(out: Any) -> Any:
     """The recorded outputs in a new container, so a caller's edits don't reach the next call."""
     if isinstance(out, Mapping):
@@ -133,9 +141,9 @@ class RecordedStep:
         torch.cuda.synchronize(dev)
         # Garbage is collected now, and not while recording (as torch.cuda.graph collects
         # before it captures): a collection amid the capture frees whatever sits in reference
-        # cycles, and another library's CUDA memory (Warp's arrays) freed on a capturing
-        # stream outside that library's own capture rules invalidates the recording.
-        gc.collect()
+        # cycles, and destroying another CUDA graph, or freeing another library's CUDA memory
+        # (Warp's arrays) outside that library's capture rules, invalidates the recording.
+        _collect_garbage()
         gc_was_on = gc.isenabled()
         gc.disable()
         try:

@@ -8,7 +8,9 @@ graph together with the torch code around it (``capture_safe`` on CUDA): while t
 stream is capturing, the Warp calls are registered with Warp as an external capture
 (``wp.capture_begin(external=True)``), so the temporaries MuJoCo Warp allocates and drops
 inside a step become allocation/free nodes of the graph instead of frees that the
-capture forbids.
+capture forbids. Whoever records should collect garbage before the capture begins and
+not during it (``torch.cuda.graph`` and the ``stream`` backend do; the step itself keeps
+the collector off while it runs in a capture).
 
 Same semantics as the ``mujoco`` engine: after ``step`` the derived fields describe the
 state before the last substep; ``forward(mask)`` recomputes them for the masked worlds
@@ -158,15 +160,21 @@ class MujocoWarpEngine:
             return
         # torch.cuda.graph and CUDAGraph.capture_begin capture in global mode by default
         wp.capture_begin(stream=stream, external=True, capture_mode=wp.CaptureMode.GLOBAL)
+        # No garbage collection while MuJoCo Warp's Python runs inside the capture: a
+        # collection may destroy another CUDA graph (or free another library's memory),
+        # which a capture in global mode forbids. Garbage is collected before a capture
+        # begins (torch.cuda.graph and the graph backends do).
+        gc_was_on = gc.isenabled()
+        gc.disable()
         try:
-            # Warp arrays left in reference cycles by earlier steps are freed now, while
-            # Warp defers frees, rather than by a later collection amid the torch capture
-            gc.collect()
             yield self._m_torch_graph
         except BaseException:
             with contextlib.suppress(Exception):  # the capture is invalid already; the error says why
                 wp.capture_end(stream=stream)
             raise
+        finally:
+            if gc_was_on:
+                gc.enable()
         self._graphs.append(wp.capture_end(stream=stream))
 
     def field(self, name: str) -> Tensor:
