@@ -208,7 +208,8 @@ def test_warp_env_step_in_cuda_graph() -> None:
     by the ``stream`` graph backend; every call equals the same step run eagerly from the
     same state. The eager copy is put in the recorded one's state before each step: MuJoCo
     Warp's contact sums are atomic (not bit-reproducible) and halfcheetah's dynamics grow
-    such differences, so comparing two free-running copies would test chaos, not recording."""
+    such differences, so comparing two free-running copies would test chaos, not recording.
+    One step of the two agrees to the solver's tolerance (3e-4 seen on the H200), not bitwise."""
     from noeira.core import get_backend, get_graph_backend
     from noeira.core.errors import UnknownPluginError
 
@@ -235,7 +236,7 @@ def test_warp_env_step_in_cuda_graph() -> None:
         step()
         rb = b.step(action)
         torch.cuda.synchronize()
-        assert torch.allclose(a.obs, rb.obs, atol=1e-4, rtol=1e-4), f"step {t}: {(a.obs - rb.obs).abs().max()}"
+        assert torch.allclose(a.obs, rb.obs, atol=1e-3, rtol=1e-3), f"step {t}: {(a.obs - rb.obs).abs().max()}"
         assert torch.equal(a._result.truncated, rb.truncated), f"step {t}"
 
 

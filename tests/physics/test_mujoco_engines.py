@@ -398,9 +398,9 @@ def test_warp_step_in_capture_leaves_garbage_alone() -> None:
 def test_warp_registers_external_capture(monkeypatch: pytest.MonkeyPatch) -> None:
     """While torch records the step's stream in a CUDA graph, the Warp calls run inside
     wp.capture_begin(external=True)/capture_end, so Warp makes the frees of its temporaries
-    graph nodes (unregistered it frees them at once: CUDA error 900), with the model whose
-    conditional nodes are off; nothing is registered when the stream is not capturing or
-    Warp captures it itself. (The CUDA path around it: test_warp_step_in_cuda_graph.)"""
+    graph nodes (unregistered it frees them at once: CUDA error 900), with the solver's
+    conditional early exit unless torch_graph_conditional=False; nothing is registered
+    when the stream is not capturing or Warp captures it itself. (The CUDA path around it: test_warp_step_in_cuda_graph.)"""
     import warp as wp
 
     eng = make_physics("mujoco-warp", PENDULUM, num_worlds=2, backend="cpu")
@@ -420,10 +420,9 @@ def test_warp_registers_external_capture(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(gc, "collect", lambda *a: pytest.fail("garbage collected inside a capture"))
     with eng._external_capture(stream) as m:
         assert calls == [("begin", {"stream": stream, "external": True, "capture_mode": wp.CaptureMode.GLOBAL})]
-        assert m.opt.graph_conditional is False and m.opt.iterations == eng._m.opt.iterations
+        assert m is eng._m and m.opt.graph_conditional is True  # the solver's early exit is kept
         assert not gc.isenabled()
     assert gc.isenabled()
-    assert eng._m.opt.graph_conditional is True  # eager steps keep the early exit
     assert calls[1] == ("end", {"stream": stream}) and eng._graphs == ["graph2"]  # kept: kernels stay loaded
 
     with pytest.raises(ValueError, match="boom"), eng._external_capture(stream):
@@ -439,7 +438,8 @@ def test_warp_registers_external_capture(monkeypatch: pytest.MonkeyPatch) -> Non
             assert m is eng._m
     assert calls == []
 
-    with_cond = make_physics("mujoco-warp", PENDULUM, num_worlds=2, backend="cpu", torch_graph_conditional=True)
+    fixed = make_physics("mujoco-warp", PENDULUM, num_worlds=2, backend="cpu", torch_graph_conditional=False)
     Device.captures = {}
-    with with_cond._external_capture(stream) as m:
-        assert m is with_cond._m and m.opt.graph_conditional is True
+    with fixed._external_capture(stream) as m:
+        assert m.opt.graph_conditional is False and m.opt.iterations == fixed._m.opt.iterations
+    assert fixed._m.opt.graph_conditional is True  # eager steps keep the early exit
