@@ -5,6 +5,9 @@ several world counts, for
                 needs it), recorded as one CUDA graph on the GPU
   warp-env      our env on physics=mujoco-warp: env.step recorded as a torch CUDA graph on
                 the GPU (obs, reward, autoreset included), eager on the CPU
+  warp-env-fixed   the same with torch_graph_conditional=False: inside the torch graph the
+                solver runs its fixed iterations instead of exiting early (the default
+                before 2026-11-29)
   batch-raw     mujoco.batch.Batch.step alone on --threads threads (what physics=mujoco runs
                 for half_cheetah)
   rollout-raw   mujoco.rollout on --threads threads (one call for many steps, no Python per step)
@@ -111,10 +114,11 @@ def warp_raw(name: str, n: int, device: str, args) -> float:
     return rate * n
 
 
-def warp_env(name: str, n: int, device: str, args) -> float:
+def warp_env(name: str, n: int, device: str, args, conditional: bool = True) -> float:
     from noeira.core import make_env
 
-    env = make_env(MODELS[name][0], num_envs=n, backend=device.split(":")[0], seed=0, physics="mujoco-warp")
+    env = make_env(MODELS[name][0], num_envs=n, backend=device.split(":")[0], seed=0, physics="mujoco-warp",
+                   physics_options={"torch_graph_conditional": conditional})
     env.reset(seed=0)
     action = torch.zeros((n, *env.action_space.shape), device=env.device)
     gen = torch.Generator(device=env.device).manual_seed(0)
@@ -251,6 +255,7 @@ def _needs_warp(device: str) -> str | None:
 ROWS: dict[str, tuple[Callable, Callable[[str], str | None]]] = {
     "warp-raw": (warp_raw, _needs_warp),
     "warp-env": (warp_env, _needs_warp),
+    "warp-env-fixed": (lambda *a: warp_env(*a, conditional=False), _needs_warp),
     "batch-raw": (batch_raw, lambda d: None),
     "rollout-raw": (rollout_raw, lambda d: None),
     "mujoco-phys": (mujoco_phys, lambda d: None),
@@ -327,8 +332,9 @@ def main() -> int:
                 else:
                     cells.append(f"{'-':>{width[c]}s}")
             ratios = []
-            if "warp-env" in got and "warp-raw" in got:
-                ratios.append(f"warp {got['warp-env'] / got['warp-raw']:.2f}")
+            for c in ("warp-env", "warp-env-fixed"):
+                if c in got and "warp-raw" in got:
+                    ratios.append(f"{c.removeprefix('warp-')}/warp-raw {got[c] / got['warp-raw']:.2f}")
             raw = max(got.get("batch-raw", 0), got.get("rollout-raw", 0))  # the faster raw MuJoCo C
             for c in ("mujoco-phys", "mujoco-env", "mujoco-env-threads"):
                 if c in got and raw:
