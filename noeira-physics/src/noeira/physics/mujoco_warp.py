@@ -74,7 +74,9 @@ class MujocoWarpEngine:
         is recorded by a torch CUDA graph. Off: the solver runs its fixed ``iterations``
         there (converged worlds idle), as MuJoCo Warp does inside JAX's graphs, which made
         a recorded halfcheetah step 6.5x and an ant step 4.6x slower on the H200 (100
-        iterations where Newton converges in a few)."""
+        iterations where Newton converges in a few). On: Warp adds its conditional nodes to
+        torch's capture; with Warp 1.19 on the H200 the stream's capture id, by which torch
+        puts the allocations after the step into the graph's memory pool, stayed the same."""
 
     def __init__(self, config: Config, *, model: str | mujoco.MjModel, num_worlds: int, backend: Backend) -> None:
         for key in ("nconmax", "njmax"):
