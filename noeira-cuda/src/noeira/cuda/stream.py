@@ -46,6 +46,7 @@ from torch import Tensor
 
 from noeira.core.contracts import Backend
 from noeira.core.errors import CaptureError
+from noeira.core.graph import no_garbage_collection
 
 __all__ = ["RECORD_ENV", "RecordedStep", "StreamGraph", "recording_enabled"]
 
@@ -144,13 +145,8 @@ class RecordedStep:
         # cycles, and destroying another CUDA graph, or freeing another library's CUDA memory
         # (Warp's arrays) outside that library's capture rules, invalidates the recording.
         _collect_garbage()
-        gc_was_on = gc.isenabled()
-        gc.disable()
-        try:
+        with no_garbage_collection():
             out = self._capture(graph, pool, side, args, kwargs)
-        finally:
-            if gc_was_on:
-                gc.enable()
         _check_output(out, self.name)
         self.graph, self._out = graph, out
         self._args, self._kwargs = args, dict(kwargs)

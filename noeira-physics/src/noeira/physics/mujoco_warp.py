@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import warnings
 from collections.abc import Iterator
 
@@ -38,6 +37,7 @@ from torch import Tensor
 
 from noeira.core.contracts import Backend
 from noeira.core.errors import ConfigError, PluginLoadError, UserError
+from noeira.core.graph import no_garbage_collection
 from noeira.physics.mjcf import load_model
 
 try:
@@ -165,17 +165,13 @@ class MujocoWarpEngine:
         # collection may destroy another CUDA graph (or free another library's memory),
         # which a capture in global mode forbids. Garbage is collected before a capture
         # begins (torch.cuda.graph and the graph backends do).
-        gc_was_on = gc.isenabled()
-        gc.disable()
         try:
-            yield self._m_torch_graph
+            with no_garbage_collection():
+                yield self._m_torch_graph
         except BaseException:
             with contextlib.suppress(Exception):  # the capture is invalid already; the error says why
                 wp.capture_end(stream=stream)
             raise
-        finally:
-            if gc_was_on:
-                gc.enable()
         self._graphs.append(wp.capture_end(stream=stream))
 
     def field(self, name: str) -> Tensor:
