@@ -18,6 +18,9 @@ several world counts, for
   mujoco-env    our env on physics=mujoco with --threads threads
   mujoco-env-threads   the same with physics_options workers=threads (ant, humanoid: the
                 per-world Python on a thread pool in one process, not in worker processes)
+  mujoco-env-1t the mujoco-env row with torch.set_num_threads(1) for its duration: the env's
+                tensor math on one thread, so no idle torch (OpenMP) thread spins beside
+                MuJoCo's threads or worker processes while they step
   gym-vec       gymnasium's vector env of the v5 env (SyncVectorEnv; up to --gym-max envs)
 
 An env step is frame_skip MuJoCo steps (5 for all three). The MuJoCo C rows do the same
@@ -210,8 +213,16 @@ ENV_FIELDS = {"half_cheetah": (), "ant": ("xpos", "cfrc_ext"),
               "humanoid": ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext")}
 
 
-def mujoco_env(name: str, n: int, device: str, args, workers: str | None = None) -> float:
+def mujoco_env(name: str, n: int, device: str, args, workers: str | None = None, torch_threads: int = 0) -> float:
     from noeira.core import make_env
+
+    if torch_threads:
+        before = torch.get_num_threads()
+        torch.set_num_threads(torch_threads)
+        try:
+            return mujoco_env(name, n, device, args, workers)
+        finally:
+            torch.set_num_threads(before)
 
     options = {"nthread": args.threads} | ({"workers": workers} if workers else {})
     keep_going = {} if name == "half_cheetah" else {"terminate_when_unhealthy": False}  # the raw rows' work
@@ -254,6 +265,14 @@ def gym_vec(name: str, n: int, device: str, args) -> float:
     return rate * n
 
 
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    except OSError:
+        return "?"
+
+
 class SkipRow(Exception):
     pass
 
@@ -273,6 +292,7 @@ ROWS: dict[str, tuple[Callable, Callable[[str], str | None]]] = {
     "mujoco-phys": (mujoco_phys, lambda d: None),
     "mujoco-env": (mujoco_env, lambda d: None),
     "mujoco-env-threads": (lambda *a: mujoco_env(*a, workers="threads"), lambda d: None),
+    "mujoco-env-1t": (lambda *a: mujoco_env(*a, torch_threads=1), lambda d: None),
     "gym-vec": (gym_vec, lambda d: None if importlib.util.find_spec("gymnasium") else "gymnasium not installed"),
 }
 
@@ -309,6 +329,8 @@ def main() -> int:
     results: list[dict] = []
     print(f"device={args.device} ({torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}), "
           f"threads={args.threads}, torch {torch.__version__}", flush=True)
+    print(f"host: {cpu_model()}, {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), "
+          f"torch threads {torch.get_num_threads()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}", flush=True)
     for name in args.models:
         for n in args.worlds:
             for row in args.rows:
@@ -348,7 +370,7 @@ def main() -> int:
                 if c in got and "warp-raw" in got:
                     ratios.append(f"{c.removeprefix('warp-')}/warp-raw {got[c] / got['warp-raw']:.2f}")
             raw = max(got.get("batch-raw", 0), got.get("rollout-raw", 0))  # the faster raw MuJoCo C
-            for c in ("mujoco-phys", "mujoco-env", "mujoco-env-threads"):
+            for c in ("mujoco-phys", "mujoco-env", "mujoco-env-threads", "mujoco-env-1t"):
                 if c in got and raw:
                     ratios.append(f"{c.removeprefix('mujoco-')}/raw {got[c] / raw:.2f}")
             print(f"{name:13s} {n:6d} " + " ".join(cells) + "   " + ", ".join(ratios))
