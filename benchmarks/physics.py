@@ -15,12 +15,14 @@ several world counts, for
                 substeps (+ mj_rnePostConstraint where the env needs it, in worker processes
                 by default), no env; the C cost of mj_rnePostConstraint is well under 1% of
                 the substeps', so rollout-raw is the same work as this row without Python
-  mujoco-env    our env on physics=mujoco with --threads threads
+  mujoco-env    our env on physics=mujoco with --threads threads (its own tensor math on one
+                torch thread, the env's default torch_threads=1)
   mujoco-env-threads   the same with physics_options workers=threads (ant, humanoid: the
                 per-world Python on a thread pool in one process, not in worker processes)
-  mujoco-env-1t the mujoco-env row with torch.set_num_threads(1) for its duration: the env's
-                tensor math on one thread, so no idle torch (OpenMP) thread spins beside
-                MuJoCo's threads or worker processes while they step
+  mujoco-env-pool   the same with torch_threads=0: the env's math on torch's thread pool,
+                whose idle threads spin for a while after each parallel op, beside MuJoCo's
+                threads or worker processes (run under OMP_WAIT_POLICY=PASSIVE to see the
+                cost of the spinning alone)
   gym-vec       gymnasium's vector env of the v5 env (SyncVectorEnv; up to --gym-max envs)
 
 An env step is frame_skip MuJoCo steps (5 for all three). The MuJoCo C rows do the same
@@ -213,21 +215,13 @@ ENV_FIELDS = {"half_cheetah": (), "ant": ("xpos", "cfrc_ext"),
               "humanoid": ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext")}
 
 
-def mujoco_env(name: str, n: int, device: str, args, workers: str | None = None, torch_threads: int = 0) -> float:
+def mujoco_env(name: str, n: int, device: str, args, workers: str | None = None, torch_threads: int = 1) -> float:
     from noeira.core import make_env
-
-    if torch_threads:
-        before = torch.get_num_threads()
-        torch.set_num_threads(torch_threads)
-        try:
-            return mujoco_env(name, n, device, args, workers)
-        finally:
-            torch.set_num_threads(before)
 
     options = {"nthread": args.threads} | ({"workers": workers} if workers else {})
     keep_going = {} if name == "half_cheetah" else {"terminate_when_unhealthy": False}  # the raw rows' work
     env = make_env(MODELS[name][0], num_envs=n, backend="cpu", seed=0, physics="mujoco", physics_options=options,
-                   **keep_going)
+                   torch_threads=torch_threads, **keep_going)
     env.reset(seed=0)
     gen = torch.Generator().manual_seed(0)
     shape = (n, *env.action_space.shape)
@@ -292,7 +286,7 @@ ROWS: dict[str, tuple[Callable, Callable[[str], str | None]]] = {
     "mujoco-phys": (mujoco_phys, lambda d: None),
     "mujoco-env": (mujoco_env, lambda d: None),
     "mujoco-env-threads": (lambda *a: mujoco_env(*a, workers="threads"), lambda d: None),
-    "mujoco-env-1t": (lambda *a: mujoco_env(*a, torch_threads=1), lambda d: None),
+    "mujoco-env-pool": (lambda *a: mujoco_env(*a, torch_threads=0), lambda d: None),
     "gym-vec": (gym_vec, lambda d: None if importlib.util.find_spec("gymnasium") else "gymnasium not installed"),
 }
 
@@ -370,7 +364,7 @@ def main() -> int:
                 if c in got and "warp-raw" in got:
                     ratios.append(f"{c.removeprefix('warp-')}/warp-raw {got[c] / got['warp-raw']:.2f}")
             raw = max(got.get("batch-raw", 0), got.get("rollout-raw", 0))  # the faster raw MuJoCo C
-            for c in ("mujoco-phys", "mujoco-env", "mujoco-env-threads", "mujoco-env-1t"):
+            for c in ("mujoco-phys", "mujoco-env", "mujoco-env-threads", "mujoco-env-pool"):
                 if c in got and raw:
                     ratios.append(f"{c.removeprefix('mujoco-')}/raw {got[c] / raw:.2f}")
             print(f"{name:13s} {n:6d} " + " ".join(cells) + "   " + ", ".join(ratios))

@@ -145,6 +145,54 @@ def test_autoreset_after_termination() -> None:
     assert hit, "a pendulum pushed hard must fall"
 
 
+def _spy_observation(env, calls: list[int]) -> None:
+    """Record torch's thread count at each observation the env builds."""
+    parts = env._observation_parts
+
+    def spy():
+        calls.append(torch.get_num_threads())
+        return parts()
+
+    env._observation_parts = spy
+
+
+def test_observes_once_per_step_unless_an_env_resets() -> None:
+    env = make_env("inverted-pendulum", num_envs=4, backend="cpu", seed=0, dtype="float64")
+    env.reset(seed=0)
+    calls: list[int] = []
+    _spy_observation(env, calls)
+    res = env.step(torch.zeros((4, 1), dtype=torch.float64))
+    assert not res.terminated.any() and len(calls) == 1
+    assert torch.equal(res.obs, res.final_obs)
+    for _ in range(60):
+        calls.clear()
+        res = env.step(torch.full((4, 1), 3.0, dtype=torch.float64))
+        if res.terminated.any():
+            break
+    assert res.terminated.any() and len(calls) == 2, "a step with a reset observes the reset envs again"
+    i = int(res.terminated.nonzero()[0])
+    fresh = torch.cat([env.physics.qpos[i], env.physics.qvel[i]])
+    assert torch.equal(res.obs[i], fresh) and not torch.equal(res.obs[i], res.final_obs[i])
+
+
+@pytest.mark.parametrize("torch_threads", [1, 0])
+def test_env_math_runs_on_its_torch_threads(torch_threads: int) -> None:
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        env = make_env("hopper", num_envs=2, backend="cpu", seed=0, physics_options={"nthread": 1},
+                       torch_threads=torch_threads)
+        calls: list[int] = []
+        _spy_observation(env, calls)
+        env.reset(seed=0)
+        env.step(torch.zeros((2, 3)))
+        env.set_state(env.get_state())
+        assert calls == [torch_threads or 2] * 3
+        assert torch.get_num_threads() == 2, "the caller's setting is restored"
+    finally:
+        torch.set_num_threads(before)
+
+
 # -- the same envs on MuJoCo Warp ------------------------------------------------------------
 
 HAS_WARP = importlib.util.find_spec("mujoco_warp") is not None and importlib.util.find_spec("warp") is not None
@@ -268,5 +316,7 @@ def test_physics_choice_errors() -> None:
         make_env("halfcheetah", num_envs=1, backend="cpu", physics_options={"threads": 2})
     with pytest.raises(ConfigError, match="xml_file"):
         make_env("hopper", num_envs=1, backend="cpu", xml_file="nope.xml")
+    with pytest.raises(ConfigError, match="env.torch_threads"):
+        make_env("hopper", num_envs=1, backend="cpu", torch_threads=-1)
     env = make_env("hopper", num_envs=2, backend="cpu", physics_options={"nthread": 1}, frame_skip=2)
     assert env.dt == pytest.approx(2 * env.model.opt.timestep)

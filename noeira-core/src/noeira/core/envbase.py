@@ -153,7 +153,10 @@ class TensorEnv:
         self.episode_length.masked_fill_(done, 0)
         self.elapsed.masked_fill_(done, 0)
         self._reset_envs(done)
-        self._observe(r.obs)
+        if self.capture_safe or bool(done.any()):
+            self._observe(r.obs)
+        else:  # nothing was reset: the state is the one just observed (this env syncs anyway)
+            r.obs.copy_(r.final_obs)
         return r
 
     def pop_episode_stats(self) -> dict[str, Tensor]:

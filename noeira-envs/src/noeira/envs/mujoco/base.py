@@ -15,16 +15,18 @@ Shared here: the control cost ``|a|^2`` (``sumsq``) and gymnasium's usual reset 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import attrs
 import torch
 from torch import Tensor
 
-from noeira.core import Backend, Box, TensorEnv, make_physics
+from noeira.core import Backend, Box, StepResult, TensorEnv, make_physics
 from noeira.core.errors import ConfigError, UserError
 
 __all__ = ["MujocoConfig", "MujocoEnv", "asset_path", "sumsq"]
@@ -64,6 +66,12 @@ class MujocoConfig:
     """Observation and reward dtype: float32 | float64 (the physics keeps its own)."""
     max_episode_steps: int = 1000
     """Truncation step limit."""
+    torch_threads: int = 1
+    """Engines on the CPU: torch threads for the env's own tensor math in step, reset and
+    set_state, the caller's setting restored after (0: leave torch's setting). One by
+    default: after a parallel op torch's idle threads spin for milliseconds, on the cores
+    where the engine's threads or processes then step the worlds, and the math per step is
+    small next to the physics."""
 
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -71,7 +79,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 class MujocoEnv(TensorEnv):
     """``num_envs`` worlds of one MJCF model. Subclasses set ``obs_dim`` (from the model),
-    and write ``_observation()``, ``_advance(action)`` and, unless the default noise with
+    and write ``_observation_parts()``, ``_advance(action)`` and, unless the default noise with
     ``config.reset_noise_scale`` fits (see ``qvel_noise``), ``_reset_state()``.
 
     ``physics`` is the engine; its tensors (``qpos [N, nq]``, ``qvel [N, nv]`` and the
@@ -93,6 +101,8 @@ class MujocoEnv(TensorEnv):
             raise ConfigError(f"env.max_episode_steps: must be >= 1, got {config.max_episode_steps}")
         if getattr(config, "frame_skip", 1) < 1:
             raise ConfigError(f"env.frame_skip: must be >= 1, got {config.frame_skip}")
+        if config.torch_threads < 0:
+            raise ConfigError(f"env.torch_threads: must be >= 0, got {config.torch_threads}")
         self.config = config
         options = dict(config.physics_options)
         if self.rne_post_constraint:
@@ -124,8 +134,10 @@ class MujocoEnv(TensorEnv):
     def obs_dim(self) -> int:
         raise NotImplementedError
 
-    def _observation(self) -> Tensor:
-        """``[N, obs_dim]`` on the physics device."""
+    def _observation_parts(self) -> list[Tensor]:
+        """The observation as ``[N, k_i]`` pieces on the physics device, in order along the
+        feature dim (``sum k_i = obs_dim``); each is written straight into its slice of the
+        env's buffer, converting the dtype on the way, with no concatenated copy between."""
         raise NotImplementedError
 
     def _reset_state(self) -> tuple[Tensor, Tensor]:
@@ -158,7 +170,33 @@ class MujocoEnv(TensorEnv):
         p.step(self.frame_skip)
         return a
 
+    @contextlib.contextmanager
+    def _math_threads(self) -> Iterator[None]:
+        """``config.torch_threads`` torch threads inside, on a CPU engine; the caller's
+        setting is restored after."""
+        before, want = torch.get_num_threads(), self.config.torch_threads
+        if want == 0 or want == before or self.physics.device.type != "cpu":
+            yield
+            return
+        torch.set_num_threads(want)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
     # -- TensorEnv ---------------------------------------------------------------------
+    def step(self, action: Tensor) -> StepResult:
+        with self._math_threads():
+            return super().step(action)
+
+    def reset(self, seed: int | None = None) -> Tensor:
+        with self._math_threads():
+            return super().reset(seed)
+
+    def set_state(self, state: Tensor) -> None:
+        with self._math_threads():
+            super().set_state(state)
+
     def _reset_envs(self, mask: Tensor) -> None:
         p = self.physics
         m = mask.to(p.device)
@@ -172,7 +210,10 @@ class MujocoEnv(TensorEnv):
             p.forward(m)
 
     def _observe(self, out: Tensor) -> None:
-        out.copy_(self._observation())
+        start = 0
+        for part in self._observation_parts():
+            out[:, start:start + part.shape[1]].copy_(part)
+            start += part.shape[1]
 
     def get_state(self) -> Tensor:
         """``[N, nq + nv]``: ``concat(qpos, qvel)`` per env, as gymnasium's ``state_vector()``."""

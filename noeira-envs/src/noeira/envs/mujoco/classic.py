@@ -35,14 +35,15 @@ class InvertedPendulum(MujocoEnv):
     def obs_dim(self) -> int:
         return self.model.nq + self.model.nv
 
-    def _observation(self) -> Tensor:
-        return torch.cat([self.physics.qpos, self.physics.qvel], dim=1)
+    def _observation_parts(self) -> list[Tensor]:
+        return [self.physics.qpos, self.physics.qvel]
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
         self._simulate(action)
-        obs = self._observation()
-        terminated = ~torch.isfinite(obs).all(dim=1) | (obs[:, 1].abs() > 0.2)
-        return (~terminated).to(obs.dtype), terminated
+        qpos, qvel = self.physics.qpos, self.physics.qvel
+        finite = torch.isfinite(qpos).all(dim=1) & torch.isfinite(qvel).all(dim=1)
+        terminated = ~finite | (qpos[:, 1].abs() > 0.2)
+        return (~terminated).to(qpos.dtype), terminated
 
 
 class InvertedDoublePendulum(MujocoEnv):
@@ -70,12 +71,10 @@ class InvertedDoublePendulum(MujocoEnv):
     def obs_dim(self) -> int:
         return 1 + 2 * (self.model.nq - 1) + self.model.nv + 1
 
-    def _observation(self) -> Tensor:
+    def _observation_parts(self) -> list[Tensor]:
         p = self.physics
-        return torch.cat([
-            p.qpos[:, :1], p.qpos[:, 1:].sin(), p.qpos[:, 1:].cos(), p.qvel.clamp(-10, 10),
-            self._f["qfrc_constraint"][:, :1].clamp(-10, 10),
-        ], dim=1)
+        return [p.qpos[:, :1], p.qpos[:, 1:].sin(), p.qpos[:, 1:].cos(), p.qvel.clamp(-10, 10),
+                self._f["qfrc_constraint"][:, :1].clamp(-10, 10)]
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
         self._simulate(action)
@@ -125,10 +124,10 @@ class Reacher(MujocoEnv):
         xpos = self._f["xpos"]
         return xpos[:, self._fingertip] - xpos[:, self._target]
 
-    def _observation(self) -> Tensor:
+    def _observation_parts(self) -> list[Tensor]:
         qpos, qvel = self.physics.qpos, self.physics.qvel
         theta = qpos[:, :2]
-        return torch.cat([theta.cos(), theta.sin(), qpos[:, 2:], qvel[:, :2], self._vec()[:, :2]], dim=1)
+        return [theta.cos(), theta.sin(), qpos[:, 2:], qvel[:, :2], self._vec()[:, :2]]
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
         c = self.config

@@ -54,10 +54,10 @@ class _Locomotion(MujocoEnv):
         """``[N, *]`` parts appended after ``qvel`` (obs_dim counts them)."""
         return []
 
-    def _observation(self) -> Tensor:
+    def _observation_parts(self) -> list[Tensor]:
         p, clip = self.physics, self.qvel_clip
         qvel = p.qvel if clip is None else p.qvel.clamp(-clip, clip)
-        return torch.cat([p.qpos[:, self._excluded():], qvel, *self._extra_observation()], dim=1)
+        return [p.qpos[:, self._excluded():], qvel, *self._extra_observation()]
 
     def _x(self) -> Tensor:
         """``[N]`` the x position whose velocity is rewarded: the root's ``qpos[0]``."""
@@ -241,7 +241,8 @@ class Ant(_Locomotion):
     def _healthy(self) -> Tensor:
         p, (lo, hi) = self.physics, self.config.healthy_z_range
         z = p.qpos[:, 2]
-        return torch.isfinite(torch.cat([p.qpos, p.qvel], dim=1)).all(dim=1) & (z >= lo) & (z <= hi)
+        finite = torch.isfinite(p.qpos).all(dim=1) & torch.isfinite(p.qvel).all(dim=1)
+        return finite & (z >= lo) & (z <= hi)
 
     def _contact_cost(self) -> Tensor:
         return self.config.contact_cost_weight * sumsq(self._contact_forces())
