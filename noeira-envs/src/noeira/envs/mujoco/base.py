@@ -34,8 +34,9 @@ __all__ = ["MujocoConfig", "MujocoEnv", "asset_path", "sumsq"]
 
 def sumsq(x: Tensor) -> Tensor:
     """``[N, ...] -> [N]`` sum of squares over all but the first dim (the control cost
-    ``|a|^2``, the contact cost ``|cfrc_ext|^2``)."""
-    return x.square().flatten(1).sum(1)
+    ``|a|^2``, the contact cost ``|cfrc_ext|^2``); one reduction, no ``[N, ...]`` temporary
+    of squares (at 32k worlds a contact-force temporary is 22 MB of fresh pages a step)."""
+    return torch.linalg.vector_norm(x.flatten(1), dim=1).square()
 
 
 def asset_path(xml_file: str) -> str:

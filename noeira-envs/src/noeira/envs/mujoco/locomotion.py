@@ -229,8 +229,14 @@ class Ant(_Locomotion):
     def obs_dim(self) -> int:
         return super().obs_dim + 6 * (self.model.nbody - 1) * int(self.config.include_cfrc_ext_in_observation)
 
+    def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
+        super().__init__(config, num_envs=num_envs, backend=backend, seed=seed)
+        self._clipped = torch.empty_like(self._f["cfrc_ext"])  # reused: no fresh [N, nbody, 6] a step
+
     def _contact_forces(self) -> Tensor:
-        return self._f["cfrc_ext"].clamp(*self.config.contact_force_range)
+        """``[N, nbody, 6]`` the clipped contact forces, in a buffer rewritten by each call."""
+        lo, hi = self.config.contact_force_range
+        return torch.clamp(self._f["cfrc_ext"], lo, hi, out=self._clipped)
 
     def _extra_observation(self) -> list[Tensor]:
         return [self._contact_forces()[:, 1:].flatten(1)] if self.config.include_cfrc_ext_in_observation else []
