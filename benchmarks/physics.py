@@ -1,8 +1,10 @@
 """MuJoCo physics side by side: env steps per second of half_cheetah, ant, humanoid at
 several world counts, for
 
-  warp-raw      MuJoCo Warp alone: frame_skip x mjw.step (+ rne_postconstraint where the env
-                needs it), recorded as one CUDA graph on the GPU
+  warp-raw      MuJoCo Warp alone: controls drawn by a Warp kernel, frame_skip x mjw.step
+                (+ rne_postconstraint where the env needs it), recorded as one Warp CUDA graph
+  warp-phys     our mujoco-warp engine alone: ctrl drawn, frame_skip substeps (+ rne), recorded
+                as a torch CUDA graph (Warp inside torch's capture, as in the env)
   warp-env      our env on physics=mujoco-warp: env.step recorded as a torch CUDA graph on
                 the GPU (obs, reward, autoreset included), eager on the CPU
   warp-env-fixed   the same with torch_graph_conditional=False: inside the torch graph the
@@ -78,6 +80,11 @@ def timed(step: Callable[[], None], sync: Callable[[], None], min_time: float, w
                 return calls / dt
 
 
+KEEP_GOING = {"half_cheetah": {}, "ant": {"terminate_when_unhealthy": False},
+              "humanoid": {"terminate_when_unhealthy": False}}
+"""The env rows' options for the raw rows' work: no resets of fallen robots."""
+
+
 def host_model(xml: str):
     import mujoco
 
@@ -91,6 +98,7 @@ def warp_raw(name: str, n: int, device: str, args) -> float:
     import mujoco
     import mujoco_warp as mjw
     import warp as wp
+    from _warp_controls import advance_seed, draw_controls
 
     _, _, xml, fs, rne = MODELS[name]
     m = host_model(asset(xml))
@@ -99,10 +107,13 @@ def warp_raw(name: str, n: int, device: str, args) -> float:
     with wp.ScopedDevice(device):
         mm = mjw.put_model(m)
         d = mjw.put_data(m, mujoco.MjData(m), nworld=n)
-        ctrl = wp.to_torch(d.ctrl)
-        ctrl.uniform_(-0.3, 0.3)
+        seed = wp.zeros(1, dtype=int)
 
         def body() -> None:
+            # controls drawn every step, as the env rows' actions are: a solver warm-started
+            # from the last step needs more iterations after a change of controls
+            wp.launch(draw_controls, dim=d.ctrl.shape, inputs=[d.ctrl, seed, -0.3, 0.3])
+            wp.launch(advance_seed, dim=1, inputs=[seed])
             for _ in range(fs):
                 mjw.step(mm, d)
             if rne:
@@ -119,34 +130,54 @@ def warp_raw(name: str, n: int, device: str, args) -> float:
     return rate * n
 
 
+def warp_phys(name: str, n: int, device: str, args) -> float:
+    from noeira.core import make_physics
+
+    _, _, xml, fs, rne = MODELS[name]
+    eng = make_physics("mujoco-warp", asset(xml), num_worlds=n, backend=device.split(":")[0],
+                       rne_post_constraint=rne)
+    gen = torch.Generator(device=eng.device).manual_seed(0)
+
+    def step() -> None:
+        eng.ctrl.uniform_(-0.3, 0.3, generator=gen)
+        eng.step(fs)
+
+    return _torch_graph_rate(step, [gen], eng.device, args) * n
+
+
+def _torch_graph_rate(step: Callable[[], None], generators: list, device: torch.device, args) -> float:
+    """Calls of ``step`` per second: recorded as a torch CUDA graph and replayed on the GPU
+    (``generators`` drawn from inside it), called eagerly on the CPU."""
+    if device.type != "cuda":
+        return timed(step, lambda: None, args.min_time)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    for generator in generators:
+        g.register_generator_state(generator)
+    with torch.cuda.graph(g):
+        step()
+    return timed(g.replay, torch.cuda.synchronize, args.min_time)
+
+
 def warp_env(name: str, n: int, device: str, args, conditional: bool = True) -> float:
     from noeira.core import make_env
 
     env = make_env(MODELS[name][0], num_envs=n, backend=device.split(":")[0], seed=0, physics="mujoco-warp",
-                   physics_options={"torch_graph_conditional": conditional})
+                   physics_options={"torch_graph_conditional": conditional}, **KEEP_GOING[name])
     env.reset(seed=0)
     action = torch.zeros((n, *env.action_space.shape), device=env.device)
     gen = torch.Generator(device=env.device).manual_seed(0)
 
     def step() -> None:
-        action.uniform_(-1, 1, generator=gen)
+        action.uniform_(-0.3, 0.3, generator=gen)  # the raw rows' controls
         env.step(action)
 
-    if env.device.type == "cuda":
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        for generator in (env.generator, gen):  # reset noise and actions drawn inside the graph
-            g.register_generator_state(generator)
-        with torch.cuda.graph(g):
-            step()
-        rate = timed(g.replay, torch.cuda.synchronize, args.min_time)
-    else:
-        rate = timed(step, lambda: None, args.min_time)
+    rate = _torch_graph_rate(step, [env.generator, gen], env.device, args)  # reset noise, actions
     env.close()
     return rate * n
 
@@ -219,29 +250,32 @@ def mujoco_env(name: str, n: int, device: str, args, workers: str | None = None,
     from noeira.core import make_env
 
     options = {"nthread": args.threads} | ({"workers": workers} if workers else {})
-    keep_going = {} if name == "half_cheetah" else {"terminate_when_unhealthy": False}  # the raw rows' work
     env = make_env(MODELS[name][0], num_envs=n, backend="cpu", seed=0, physics="mujoco", physics_options=options,
-                   torch_threads=torch_threads, **keep_going)
+                   torch_threads=torch_threads, **KEEP_GOING[name])
     env.reset(seed=0)
     gen = torch.Generator().manual_seed(0)
     shape = (n, *env.action_space.shape)
 
-    def step() -> None:
-        env.step(torch.rand(shape, generator=gen) * 0.6 - 0.3)
-
-    # where an env step's time goes: the engine's step, and everything else (the env's torch)
-    physics_step, inside = env.physics.step, [0.0, 0]
+    # where an env step's time goes: the engine's step, and everything else (the env's torch),
+    # summed over the same calls (warm-up included, which the rate leaves out)
+    physics_step, spent = env.physics.step, {"env": 0.0, "physics": 0.0, "calls": 0}
 
     def timed_physics_step(nstep: int = 1) -> None:
         t = time.perf_counter()
         physics_step(nstep)
-        inside[0] += time.perf_counter() - t
-        inside[1] += 1
+        spent["physics"] += time.perf_counter() - t
+
+    def step() -> None:
+        t = time.perf_counter()
+        env.step(torch.rand(shape, generator=gen) * 0.6 - 0.3)
+        spent["env"] += time.perf_counter() - t
+        spent["calls"] += 1
 
     env.physics.step = timed_physics_step
     rate = timed(step, lambda: None, args.min_time)
-    print(f"{'':20s} {1e3 / rate:.1f} ms per env step, {1e3 * inside[0] / max(inside[1], 1):.1f} of them in "
-          "physics.step", flush=True)
+    calls = max(spent["calls"], 1)
+    print(f"{'':20s} {1e3 * spent['env'] / calls:.1f} ms per env step over {calls} calls, "
+          f"{1e3 * spent['physics'] / calls:.1f} of them in physics.step", flush=True)
     env.close()
     return rate * n
 
@@ -279,6 +313,7 @@ def _needs_warp(device: str) -> str | None:
 
 ROWS: dict[str, tuple[Callable, Callable[[str], str | None]]] = {
     "warp-raw": (warp_raw, _needs_warp),
+    "warp-phys": (warp_phys, _needs_warp),
     "warp-env": (warp_env, _needs_warp),
     "warp-env-fixed": (lambda *a: warp_env(*a, conditional=False), _needs_warp),
     "batch-raw": (batch_raw, lambda d: None),
@@ -360,7 +395,7 @@ def main() -> int:
                 else:
                     cells.append(f"{'-':>{width[c]}s}")
             ratios = []
-            for c in ("warp-env", "warp-env-fixed"):
+            for c in ("warp-phys", "warp-env", "warp-env-fixed"):
                 if c in got and "warp-raw" in got:
                     ratios.append(f"{c.removeprefix('warp-')}/warp-raw {got[c] / got['warp-raw']:.2f}")
             raw = max(got.get("batch-raw", 0), got.get("rollout-raw", 0))  # the faster raw MuJoCo C
