@@ -8,6 +8,10 @@ A subclass writes the physics; this class does the rest, capture-safe (masks wit
         def _advance(self, action):    # step the state; return (reward [N], terminated [N])
         def _observe(self, out):       # write the observation into out [N, *obs_shape]
         def get_state(self) / set_state(self, state)
+
+An env that is not capture-safe (it syncs with the host anyway) observes once per step when
+no env finished: the observation after the step is then the final one, copied. So
+``_observe`` must read the state only, which ``_reset_envs`` of an all-False mask leaves.
 """
 
 from __future__ import annotations

@@ -162,6 +162,11 @@ class MujocoEnv(TensorEnv):
         z = torch.randn((self.num_envs, n), generator=self.generator, device=self.device, dtype=torch.float64)
         return (scale * z).to(self.physics.device, self.physics.dtype)
 
+    def _finite(self) -> Tensor:
+        """``[N]`` True where the state (``qpos``, ``qvel``) is all finite."""
+        p = self.physics
+        return torch.isfinite(p.qpos).all(dim=1) & torch.isfinite(p.qvel).all(dim=1)
+
     def _simulate(self, action: Tensor) -> Tensor:
         """Write ``action`` to ``ctrl`` and run ``frame_skip`` substeps; returns the action
         on the physics device and dtype, for the control cost."""

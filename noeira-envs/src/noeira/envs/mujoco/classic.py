@@ -40,9 +40,8 @@ class InvertedPendulum(MujocoEnv):
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
         self._simulate(action)
-        qpos, qvel = self.physics.qpos, self.physics.qvel
-        finite = torch.isfinite(qpos).all(dim=1) & torch.isfinite(qvel).all(dim=1)
-        terminated = ~finite | (qpos[:, 1].abs() > 0.2)
+        qpos = self.physics.qpos
+        terminated = ~self._finite() | (qpos[:, 1].abs() > 0.2)
         return (~terminated).to(qpos.dtype), terminated
 
 

@@ -247,8 +247,7 @@ class Ant(_Locomotion):
     def _healthy(self) -> Tensor:
         p, (lo, hi) = self.physics, self.config.healthy_z_range
         z = p.qpos[:, 2]
-        finite = torch.isfinite(p.qpos).all(dim=1) & torch.isfinite(p.qvel).all(dim=1)
-        return finite & (z >= lo) & (z <= hi)
+        return self._finite() & (z >= lo) & (z <= hi)
 
     def _contact_cost(self) -> Tensor:
         return self.config.contact_cost_weight * sumsq(self._contact_forces())
