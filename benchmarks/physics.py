@@ -142,7 +142,9 @@ def warp_phys(name: str, n: int, device: str, args) -> float:
         eng.ctrl.uniform_(-0.3, 0.3, generator=gen)
         eng.step(fs)
 
-    return _torch_graph_rate(step, [gen], eng.device, args) * n
+    rate = _torch_graph_rate(step, [gen], eng.device, args)
+    eng.close()
+    return rate * n
 
 
 def _torch_graph_rate(step: Callable[[], None], generators: list, device: torch.device, args) -> float:
