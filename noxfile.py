@@ -19,7 +19,9 @@ nox.options.reuse_existing_virtualenvs = True
 TORCH = "torch==2.13.0"
 DISTS = ["./noeira-core", "./noeira-envs[gymnasium,mujoco]", "./noeira-agents", "./noeira-physics",
          "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin"]
-TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0"]  # gymnasium's v5 MuJoCo envs are the reference
+# the references the tests compare against: gymnasium's v5 MuJoCo envs, Stable-Baselines3 (the
+# VecEnv bridge), JAX Craftax on CPU jax (Craftax-Classic)
+TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0", "stable-baselines3>=2.3", "craftax==1.6.1", "jax[cpu]"]
 
 
 def _has_cuda() -> bool:

@@ -65,6 +65,7 @@ def _build(algo: str, backend_name: str, num_envs: int, seed: int, extra: dict[s
     backend.seed(seed)
     env = build_env(cfg, backend, seed=seed)
     agent = registry.load("agents", algo)(env.spec, backend, cfg.agent.config)
+    agent.set_total_steps(cfg.run.total_steps)  # as the driver does
     return cfg, backend, env, agent
 
 
@@ -114,14 +115,18 @@ def run_ours(algo: str, backend_name: str, graph_name: str, num_envs: int, seed:
 
 
 class _SB3Actor:
-    """SB3's policy behind noeira's ``act`` so the same evaluation runs it."""
+    """SB3's (feed-forward) policy behind noeira's ``initial_state`` / ``act`` so the same evaluation runs it."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
 
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+    def initial_state(self, batch: int) -> None:
+        return None
+
+    def act(self, obs: torch.Tensor, state: None = None, done: torch.Tensor | None = None,
+            deterministic: bool = True) -> tuple[torch.Tensor, None]:
         action, _ = self.model.predict(obs.cpu().numpy(), deterministic=deterministic)
-        return torch.as_tensor(action, device=obs.device)
+        return torch.as_tensor(action, device=obs.device), None
 
 
 def run_sb3(algo: str, num_envs: int, seed: int, args: argparse.Namespace, backend_name: str) -> dict[str, Any]:

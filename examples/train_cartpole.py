@@ -37,7 +37,8 @@ def main() -> None:
     total = torch.zeros(4, device=env.device)
     for _ in range(100):
         with torch.no_grad():
-            result = env.step(agent.act(obs, deterministic=True))
+            action, _ = agent.act(obs, deterministic=True)  # a feed-forward policy: no state to carry
+            result = env.step(action)
         total += result.reward
         obs = result.obs
     print("reward over 100 steps per env:", total.tolist())

@@ -50,8 +50,9 @@ def install_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ca
 
 @pytest.fixture
 def toy_dist(install_dist: Callable[..., Path]) -> Path:
-    """Registers agent ``toy`` (tests/toy_plugins.py)."""
-    return install_dist("toy-plugins", {"noeira.agents": {"toy": "toy_plugins:ToyAgent"}})
+    """Registers agent ``toy`` and its recipe hook (tests/toy_plugins.py)."""
+    return install_dist("toy-plugins", {"noeira.agents": {"toy": "toy_plugins:ToyAgent"},
+                                        "noeira": {"toy-recipes": "toy_plugins"}})
 
 
 @pytest.fixture
@@ -64,3 +65,10 @@ def backend_name() -> str:
         if not torch.cuda.is_available():
             pytest.skip("NOEIRA_TEST_BACKEND=cuda but no CUDA device")
     return name
+
+
+@pytest.fixture
+def graph_name(backend_name: str) -> str:
+    """The graph backend under test: ``$NOEIRA_GRAPH_BACKEND`` (set by ``nox -s tests``), else eager.
+    Graphs record only on cuda; on cpu every graph backend runs eagerly."""
+    return os.environ.get("NOEIRA_GRAPH_BACKEND", "eager") or "eager"

@@ -26,10 +26,6 @@ class ToyAgent:
         gamma: float = 0.9
         """Discount."""
 
-    @classmethod
-    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
-        return {"env": {"num_envs": 8}, "run": {"total_steps": 2048, "eval_episodes": 4, "progress": False}}
-
     def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
         assert isinstance(spec.action_space, Discrete)
         self.config, self.device = config, spec.device
@@ -47,17 +43,24 @@ class ToyAgent:
     def make_optimizer(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.policy.parameters(), lr=self.config.lr)
 
-    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+    def initial_state(self, batch: int) -> None:
+        return None
+
+    def set_total_steps(self, total_steps: int) -> None:
+        pass
+
+    def act(self, obs: Tensor, state: None = None, done: Tensor | None = None,
+            deterministic: bool = False) -> tuple[Tensor, None]:
         logits = self.policy(obs)
         if deterministic:
-            return logits.argmax(-1)
-        return torch.multinomial(logits.softmax(-1), 1, generator=self.gen).squeeze(-1)
+            return logits.argmax(-1), None
+        return torch.multinomial(logits.softmax(-1), 1, generator=self.gen).squeeze(-1), None
 
     def collect(self, env: Any) -> None:
         with torch.no_grad():
             for t in range(self.config.horizon):
                 self.obs[t].copy_(env.obs)
-                a = self.act(env.obs)
+                a, _ = self.act(env.obs)
                 self.actions[t].copy_(a)
                 r = env.step(a)
                 self.rewards[t].copy_(r.reward)
@@ -85,6 +88,14 @@ class ToyAgent:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.opt.load_state_dict(state["opt"])
+
+
+@hookimpl
+def noeira_recipe(agent: str, env: str, backend: str) -> dict[str, Any] | None:
+    """The toy agent's recipe (this module is registered as the distribution's hook plugin)."""
+    if agent != "toy":
+        return None
+    return {"env": {"num_envs": 8}, "run": {"total_steps": 2048, "eval_episodes": 4, "progress": False}}
 
 
 class Recorder:

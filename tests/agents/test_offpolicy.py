@@ -1,4 +1,5 @@
-"""DQN, SAC, TD3, DDPG: contracts, capture-safety, warm-up, exploration, math pieces, configs.
+"""DQN, SAC, TD3, DDPG: contracts, capture-safety, warm-up, exploration, math pieces, configs,
+recipes, optimizer and precision seams, TD3's delay.
 
 The learning tests are in test_offpolicy_learning.py.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import importlib
 import math
 
 import attrs
@@ -14,6 +16,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from noeira.agents import recipes, td3
+from noeira.agents.ddpg import DDPG
 from noeira.agents.dqn import DQN
 from noeira.agents.offpolicy import QEnsemble
 from noeira.agents.sac import SAC, SquashedGaussianActor
@@ -96,12 +100,13 @@ class OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("name", AGENTS)
+@pytest.mark.parametrize(("name", "updates"), [*((name, 2) for name in AGENTS), ("td3", 3)])
 @pytest.mark.parametrize("n_step", [1, 3])
-def test_collect_and_learn_are_capture_safe_across_the_warm_up(name: str, n_step: int) -> None:
-    # 4 envs, learning starts at 12 steps: learn() of calls 1-2 warms up, of calls 3+ learns
+def test_collect_and_learn_are_capture_safe_across_the_warm_up(name: str, updates: int, n_step: int) -> None:
+    # 4 envs, learning starts at 12 steps: learn() of calls 1-2 warms up, of calls 3+ learns;
+    # TD3 with 3 updates per call decides its delay on the device
     extra = {"noise": "ou"} if name in ("td3", "ddpg") else {}
-    agent, env = build(name, learning_starts=12, updates_per_step=2, n_step=n_step, **extra)
+    agent, env = build(name, learning_starts=12, updates_per_step=updates, n_step=n_step, **extra)
     sequences = []
     for _ in range(5):
         log = OpLog()
@@ -200,18 +205,80 @@ def test_action_rescaling_to_the_box() -> None:
     agent, _ = build("sac")
     # pendulum: torque in [-2, 2]
     assert torch.allclose(agent.to_env(torch.tensor([[-1.0], [0.0], [1.0]])), torch.tensor([[-2.0], [0.0], [2.0]]))
-    act = agent.act(torch.randn(100, 3), deterministic=False)
-    assert float(act.abs().max()) <= 2.0
+    act, state = agent.act(torch.randn(100, 3), deterministic=False)
+    assert float(act.abs().max()) <= 2.0 and state is None
 
 
-def test_td3_delays_actor_updates_with_a_fixed_pattern() -> None:
-    agent, _ = build("td3", updates_per_step=4, policy_delay=2)
-    assert [agent.actor_due(j) for j in range(4)] == [False, True, False, True]
-    agent, _ = build("td3", updates_per_step=1, policy_delay=2)
-    assert [agent.actor_due(0)] == [True]
+@pytest.mark.parametrize("name", AGENTS)
+def test_policies_are_feed_forward(name: str) -> None:
+    agent, env = build(name, lr_anneal_steps=0)
+    assert agent.initial_state(4) is None
+    obs = env.obs.clone()
+    action, state = agent.act(obs, agent.initial_state(4), torch.ones(4, dtype=torch.bool), deterministic=True)
+    assert state is None and torch.equal(action, agent.act(obs, deterministic=True)[0])
+    agent.set_total_steps(10**6)  # the driver tells every agent; lr_anneal_steps=0 stays constant
+    agent.collect(env)
+    agent.learn()
+    assert all(float(g["lr"]) == pytest.approx(g["base_lr"]) for o in agent.optimizers.values() for g in o.param_groups)
+
+
+# -- TD3's delay and DDPG -----------------------------------------------------------------------------
+
+def moved(before: list[torch.Tensor], module: torch.nn.Module) -> bool:
+    return not all(torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True))
+
+
+def test_td3_policy_delay_holds_across_learn_calls() -> None:
+    # one update per call, delay 2 (the defaults): the actor and the targets move at every second
+    # call once learning starts (4 envs, learning_starts 12: calls 1-2 warm up)
+    agent, env = build("td3", updates_per_step=1, policy_delay=2, learning_starts=12)
+    assert agent.delay_on_device
+    changes = []
+    for _ in range(8):
+        agent.collect(env)
+        nets = (agent.actor, agent.actor_target, agent.critic, agent.critic_target)
+        before = [[p.clone() for p in net.parameters()] for net in nets]
+        metrics = agent.learn()
+        changes.append(tuple(moved(b, net) for b, net in zip(before, nets, strict=True)))
+        assert "actor_loss" in metrics and torch.isfinite(metrics["actor_loss"])
+    due = [False, False, False, True, False, True, False, True]
+    assert changes == [(d, d, i >= 2, d) for i, d in enumerate(due)]
+    # a skipped step leaves no trace: Adam counted the 3 actor steps only
+    steps = {float(s["step"]) for s in agent.actor_opt.state.values()}
+    assert steps == {3.0} and int(agent.num_updates) == 6
+
+
+def test_td3_delay_on_the_device_equals_the_host_pattern() -> None:
+    # updates_per_step a multiple of policy_delay: the host pattern; forced onto the device the
+    # masked path gives the same numbers, bit for bit
+    host, env = build("td3", updates_per_step=2, policy_delay=2, learning_starts=4)
+    dev, dev_env = build("td3", updates_per_step=2, policy_delay=2, learning_starts=4)
+    assert not host.delay_on_device
+    dev.delay_on_device = True
+    for _ in range(5):
+        host.collect(env)
+        dev.collect(dev_env)
+        m_host, m_dev = host.learn(), dev.learn()
+        assert torch.equal(m_host["critic_loss"], m_dev["critic_loss"])
+    assert torch.equal(params(host), params(dev))
+
+
+def test_ddpg_is_its_own_agent_without_td3s_keys() -> None:
+    assert not issubclass(DDPG, TD3) and not issubclass(DDPG.Config, TD3.Config)
+    keys = attrs.fields_dict(DDPG.Config)
+    assert not {"policy_delay", "policy_noise", "noise_clip"} & set(keys)
+    assert set(keys) < set(attrs.fields_dict(TD3.Config))
+    env = make_env("pendulum", num_envs=2, backend="cpu", seed=0)
+    with pytest.raises(ConfigError, match="agent.policy_delay"):
+        make_agent("ddpg", env, "cpu", **{**SMALL, "policy_delay": 2})
+    # one critic; the actor and the targets move at every update
     agent, env = build("ddpg", updates_per_step=3)
-    assert all(agent.actor_due(j) for j in range(3))
-    assert agent.critic.k == 1
+    assert agent.critic.k == 1 and agent.policy_delay == 1 and agent.policy_noise == 0.0
+    for _ in range(2):
+        agent.collect(env)
+        before = [p.clone() for p in agent.actor_target.parameters()]
+        agent.learn()
+        assert moved(before, agent.actor_target)
 
 
 def test_td3_actor_moves_only_on_its_updates() -> None:
@@ -313,13 +380,28 @@ def test_checkpoint_restores_everything_and_loads_into_another_num_envs(name: st
     other, other_env = build(name, num_envs=3, seed=1)
     other.load_state_dict(state)
     obs = other_env.obs
-    assert torch.equal(other.act(obs, deterministic=True), agent_act(state, name, obs))
+    assert torch.equal(other.act(obs, deterministic=True)[0], agent_act(state, name, obs))
 
 
 def agent_act(state: dict, name: str, obs: torch.Tensor) -> torch.Tensor:
     agent, _ = build(name, num_envs=obs.shape[0], seed=2)
     agent.load_state_dict(state)
-    return agent.act(obs, deterministic=True)
+    return agent.act(obs, deterministic=True)[0]
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_load_state_dict_keeps_each_groups_lr_tensor(name: str) -> None:
+    agent, env = build(name, learning_starts=0)
+    agent.collect(env)
+    agent.learn()  # learning rates now at their base values
+    state = copy.deepcopy(agent.state_dict())
+    twin, _ = build(name, seed=3)  # never learned: its rates are 0 until learn()
+    lrs = {k: [g["lr"] for g in o.param_groups] for k, o in twin.optimizers.items()}
+    twin.load_state_dict(state)
+    for k, opt in twin.optimizers.items():
+        for group, lr, saved in zip(opt.param_groups, lrs[k], state["optimizers"][k]["param_groups"], strict=True):
+            assert group["lr"] is lr  # the tensor learn() writes and a recorded graph reads
+            assert float(lr) == float(saved["lr"]) == pytest.approx(group["base_lr"])
 
 
 def test_sac_entropy_target_and_alpha_tuning() -> None:
@@ -366,3 +448,71 @@ def test_learning_rates_anneal_on_the_device() -> None:
     steps = [4 * (i + 1) for i in range(10)]
     want = [0.0 if s < 8 else 3e-4 * (1 - 0.75 * min(s / 32, 1.0)) for s in steps]
     assert seen == pytest.approx(want, rel=1e-5)
+
+
+# -- optimizer and precision seams ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", AGENTS)
+@pytest.mark.parametrize(("key", "value"), [("optimizer", "bogus"), ("precision", "fp16")])
+def test_optimizer_and_precision_are_checked(name: str, key: str, value: str) -> None:
+    env = make_env(ENV[name], num_envs=2, backend="cpu", seed=0)
+    with pytest.raises(ConfigError, match=f"agent.{key}") as err:
+        make_agent(name, env, "cpu", **{**SMALL, key: value})
+    assert "\n" not in str(err.value) and repr(value) in str(err.value)
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_bf16_updates_on_the_cpu(name: str) -> None:
+    agent, env = build(name, precision="bf16", updates_per_step=2)
+    before = params(agent)
+    for _ in range(3):
+        agent.collect(env)
+        metrics = agent.learn()
+        assert metrics and all(bool(torch.isfinite(v)) for v in metrics.values()), metrics
+        assert all(v.dtype == torch.float32 for v in metrics.values())
+    assert not torch.equal(params(agent), before)
+    assert all(p.dtype == torch.float32 for p in agent.nets.parameters())
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_rmsprop_from_the_optimizer_table(name: str) -> None:
+    agent, env = build(name, optimizer="rmsprop")
+    assert all(isinstance(o, torch.optim.RMSprop) for o in agent.optimizers.values())
+    agent.collect(env)
+    agent.learn()
+    agent.collect(env)
+    assert all(bool(torch.isfinite(v)) for v in agent.learn().values())
+
+
+# -- recipes ---------------------------------------------------------------------------------------
+
+OTHER_ENVS = ["halfcheetah", "gym:LunarLander-v3", "mountaincar"]
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_recipes_are_the_modules_tables(name: str) -> None:
+    module = importlib.import_module(f"noeira.agents.{name}")
+    tables = td3.RECIPES if name == "ddpg" else module.RECIPES
+    for env in [*(e for e in tables if e != "*"), *OTHER_ENVS]:
+        for backend in ("cpu", "cuda"):
+            by_backend = tables.get(env, tables["*"])
+            want = by_backend.get(backend, by_backend["*"])
+            got = module.recipe(env, backend, None)
+            assert got == want and module.recipe(env, backend, 64) == want, (env, backend)
+            assert recipes.noeira_recipe(agent=name, env=env, backend=backend, num_envs=None) == want
+            got["run"]["total_steps"] = 1  # a fresh copy each call
+            assert module.recipe(env, backend, None) == want
+
+
+def test_documented_recipes() -> None:
+    """The recipes README.md quotes: SAC solves Pendulum in 8k steps (64-wide on the CPU), DQN
+    CartPole in 36k; TD3's tables serve DDPG."""
+    from noeira.agents import ddpg, dqn, sac
+
+    cpu, cuda = sac.recipe("pendulum", "cpu", None), sac.recipe("pendulum", "cuda", None)
+    assert cpu["run"]["total_steps"] == cuda["run"]["total_steps"] == 8_000
+    assert (cpu["agent"]["hidden"], cuda["agent"]["hidden"]) == ([64, 64], [256, 256])
+    assert dqn.recipe("cartpole", "cpu", None)["run"]["total_steps"] == 36_000
+    assert dqn.recipe("gym:LunarLander-v3", "cpu", None) == {"run": {"total_steps": 500_000, "log_interval": 250}}
+    assert ddpg.recipe("pendulum", "cuda", 8) == td3.recipe("pendulum", "cuda", 8)
+    assert td3.recipe("pendulum", "cpu", None)["agent"]["updates_per_step"] % TD3.Config().policy_delay == 0

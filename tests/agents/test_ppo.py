@@ -3,12 +3,14 @@ heads against torch.distributions, conformance kit, config, checkpoints. Fast (n
 
 from __future__ import annotations
 
+import copy
 import math
 
 import attrs
 import pytest
 import torch
 
+from noeira.agents import ppo
 from noeira.agents.distributions import CategoricalHead, GaussianHead, make_head
 from noeira.agents.ppo import PPO
 from noeira.agents.rollout import Rollout, gae, puff_advantage
@@ -248,7 +250,8 @@ def test_check_agent_pendulum_and_multidiscrete() -> None:
     env = MatchEnv(8)
     agent = make_agent("ppo", env, backend="cpu", horizon=8)
     check_agent(agent, env)
-    assert agent.act(env.obs).shape == (8, 2)
+    action, state = agent.act(env.obs)
+    assert action.shape == (8, 2) and state is None
 
 
 def test_learn_metrics_are_device_scalars() -> None:
@@ -268,30 +271,35 @@ def test_obs_norm_and_reward_stats_in_state_dict() -> None:
     env.reset(seed=0)
     agent.collect(env)
     state = agent.state_dict()
-    mean = state["policy"]["obs_rms.mean"]
+    mean = state["rollout"]["policy"]["obs_rms.mean"]
     assert mean.shape == (3,) and float(mean.abs().sum()) > 0
-    assert float(state["policy"]["obs_rms.count"]) == pytest.approx(32, abs=1e-3)
-    assert float(state["reward_scaler"]["rms.count"]) == pytest.approx(32, abs=1e-3)
+    assert float(state["rollout"]["policy"]["obs_rms.count"]) == pytest.approx(32, abs=1e-3)
+    assert float(state["rollout"]["reward_scaler"]["rms.count"]) == pytest.approx(32, abs=1e-3)
     fresh = make_agent("ppo", env, horizon=8, norm_obs=True, norm_reward=True)
     fresh.load_state_dict(state)
-    assert torch.equal(fresh.policy.obs_rms.mean, agent.policy.obs_rms.mean)
-    assert torch.equal(fresh.act(env.obs, deterministic=True), agent.act(env.obs, deterministic=True))
+    assert torch.equal(fresh.rollout.policy.obs_rms.mean, agent.rollout.policy.obs_rms.mean)
+    assert torch.equal(fresh.act(env.obs, deterministic=True)[0], agent.act(env.obs, deterministic=True)[0])
 
 
-def test_lr_anneals_as_a_tensor_shared_with_the_optimizer() -> None:
+def test_lr_anneals_as_a_tensor_per_param_group() -> None:
+    """Each param group holds its own lr tensor (the one a recorded graph reads); annealing
+    writes it in place and load_state_dict keeps the tensor, restoring its value."""
     env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
     agent = make_agent("ppo", env, horizon=8, lr=1e-3)
     agent.set_total_steps(64)  # two iterations of 32 steps
-    assert agent.optimizer.param_groups[0]["lr"] is agent.lr
+    lr = agent.optimizer.param_groups[0]["lr"]
+    assert isinstance(lr, torch.Tensor) and agent.optimizer.param_groups[0]["base_lr"] == 1e-3
     env.reset(seed=0)
     lrs = []
     for _ in range(2):
         agent.collect(env)
         lrs.append(float(agent.learn()["lr"]))
     assert lrs == pytest.approx([1e-3, 5e-4])
-    state = agent.state_dict()
+    assert agent.optimizer.param_groups[0]["lr"] is lr
+    state = copy.deepcopy(agent.state_dict())  # as a checkpoint holds it
+    lr.fill_(7.0)
     agent.load_state_dict(state)
-    assert agent.optimizer.param_groups[0]["lr"] is agent.lr
+    assert agent.optimizer.param_groups[0]["lr"] is lr and float(lr) == pytest.approx(5e-4)
 
 
 def test_collect_is_seeded() -> None:
@@ -303,7 +311,7 @@ def test_collect_is_seeded() -> None:
         agent.collect(env)
         agent.learn()
         agent.collect(env)
-        return agent.buf.actions.clone()
+        return agent.rollout.buf.actions.clone()
     assert torch.equal(run(), run())
 
 
@@ -322,10 +330,10 @@ def test_truncation_bootstraps_from_final_obs_value() -> None:
         return res
     env.step = spy  # type: ignore[method-assign]
     agent.collect(env)
-    buf = agent.buf
+    buf, policy = agent.rollout.buf, agent.rollout.policy
     assert bool(buf.truncated[4].all()) and not bool(buf.terminated.any())
     with torch.no_grad():
-        v_final = agent.policy.value(agent.policy.observe(finals[4]))
+        v_final = policy.value(policy.observe(finals[4]))
     torch.testing.assert_close(buf.final_values[4], v_final)
     torch.testing.assert_close(buf.next_values()[4], v_final)
     torch.testing.assert_close(buf.next_values()[3], buf.values[4])  # not done: the next row's value
@@ -349,19 +357,19 @@ def test_config_errors_and_docs() -> None:
 @pytest.mark.parametrize("env_name", ["cartpole", "pendulum"])
 @pytest.mark.parametrize("backend", ["cpu", "cuda"])
 def test_recipes_resolve(env_name: str, backend: str) -> None:
-    recipe = PPO.recipe(env_name, backend)
+    recipe = ppo.recipe(env_name, backend)
     assert recipe["env"]["num_envs"] >= 1 and recipe["run"]["total_steps"] > 0
     cfg = resolve({"env": {"name": env_name}, "agent": {"name": "ppo", **recipe["agent"]}, "run": recipe["run"],
                    "backend": "cpu"})
     assert cfg.agent.config.horizon == recipe["agent"]["horizon"]
-    assert PPO.recipe("no-such-env", backend) in ({}, {"agent": {"torch_threads": 1}})
+    assert ppo.recipe("no-such-env", backend) is None
 
 
 def test_recipe_keeps_its_iterations_at_the_users_num_envs() -> None:
     """A user's env.num_envs reaches the recipe (through the driver), which scales the run
     length with it; the user's own run.total_steps still wins."""
-    cuda = PPO.recipe("cartpole", "cuda")
-    assert PPO.recipe("cartpole", "cuda", num_envs=4 * cuda["env"]["num_envs"])["run"]["total_steps"] == \
+    cuda = ppo.recipe("cartpole", "cuda")
+    assert ppo.recipe("cartpole", "cuda", num_envs=4 * cuda["env"]["num_envs"])["run"]["total_steps"] == \
         4 * cuda["run"]["total_steps"]
     base = resolve({"backend": "cpu"})
     bigger = resolve({"backend": "cpu", "env": {"num_envs": 4 * base.num_envs}})
@@ -377,11 +385,11 @@ def test_multidiscrete_learns() -> None:
     agent = make_agent("ppo", env, backend="cpu", horizon=8, lr=1e-2, num_minibatches=1, gamma=0.0, gae_lambda=0.0)
     env.reset(seed=0)
     agent.collect(env)
-    first = float(agent.buf.rewards.mean())
+    first = float(agent.rollout.buf.rewards.mean())
     for _ in range(12):
         agent.learn()
         agent.collect(env)
-    last = float(agent.buf.rewards.mean())
+    last = float(agent.rollout.buf.rewards.mean())
     assert first < 0.8 and last > 1.9, (first, last)
 
 
@@ -393,13 +401,80 @@ def test_prioritized_segments_and_importance_weights() -> None:
     assert agent.minibatch_segments == 2
     adv = torch.full((4, 8), 0.01)
     adv[:, 5] = 100.0  # env 5 dominates the priorities
-    agent.buf.advantages.copy_(adv)
-    idx, weight = agent._sample_segments(torch.tensor(0.5))
-    assert idx.shape == (8,) and weight.shape == (8,)
-    envs = (idx % 8).view(4, 2)
-    assert bool((envs == envs[0]).all()), "each column must be one env's whole segment"
-    assert torch.equal((idx // 8).view(4, 2), torch.arange(4)[:, None].expand(4, 2))
-    assert 5 in envs[0].tolist() and envs[0, 0] != envs[0, 1]
+    agent.rollout.buf.advantages.copy_(adv)
+    seg, weight = agent._sample_segments(torch.tensor(0.5))
+    assert seg.shape == (2,) and weight.shape == (8,)  # two envs, each its whole segment of 4 steps
+    envs = seg[None, :].expand(4, 2)
+    assert 5 in seg.tolist() and seg[0] != seg[1]
     score = adv.abs().sum(0) + 1e-6
     probs = score / score.sum()
     torch.testing.assert_close(weight.view(4, 2)[0], (8 * probs[envs[0]]).pow(-0.5))
+
+
+# -- contracts v2: network, optimizer and precision seams ------------------------------------
+
+def test_recurrent_segments_replay_the_rollout_exactly() -> None:
+    """Each segment replayed from its stored initial state with the same episode resets gives the
+    rollout's own log-probs and values (the first minibatch of the first epoch sees them)."""
+    from acme_corridor.memory import CueCorridor
+
+    env = CueCorridor(CueCorridor.Config(length=3), num_envs=6, backend=get_backend("cpu"), seed=0)
+    agent = make_agent("ppo", env, network="gru", hidden_sizes=[8], horizon=7, num_minibatches=2)
+    env.reset(seed=0)
+    for _ in range(2):  # the second rollout starts mid-episode, from a carried state
+        agent.collect(env)
+    buf = agent.rollout.buf
+    assert buf.state0 is not None and float(buf.state0.abs().sum()) > 0, "the segment start state is stored"
+    assert bool(buf.starts.any()) and not bool(buf.starts.all()), "episode starts inside the segment"
+    with torch.no_grad():
+        logprob, _, value = agent.rollout.evaluate(torch.arange(6), segments=True)
+    torch.testing.assert_close(logprob.view(7, 6), buf.logprobs, rtol=0, atol=1e-6)
+    torch.testing.assert_close(value.view(7, 6), buf.values, rtol=0, atol=1e-6)
+    assert agent.segments and agent.minibatch_segments == 3
+    agent.learn()
+
+
+def test_act_carries_the_recurrent_state() -> None:
+    from acme_corridor.memory import CueCorridor
+
+    env = CueCorridor(CueCorridor.Config(), num_envs=4, backend=get_backend("cpu"), seed=0)
+    agent = make_agent("ppo", env, network="gru", hidden_sizes=[8])
+    obs = env.reset(seed=0)
+    state = agent.initial_state(4)
+    assert state.shape == (1, 4, 8)
+    done = torch.ones(4, dtype=torch.bool)
+    _, state1 = agent.act(obs, state, done, deterministic=True)
+    assert not torch.equal(state1, state)
+    _, state2 = agent.act(obs, state1, torch.zeros(4, dtype=torch.bool), deterministic=True)
+    assert not torch.equal(state2, state1)
+
+
+def test_grad_norm_is_the_mean_over_the_iteration(monkeypatch) -> None:
+    norms: list[float] = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(params, max_norm, *a, **k):
+        out = clip(params, max_norm, *a, **k)
+        norms.append(float(out))
+        return out
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
+    agent = make_agent("ppo", env, horizon=8, update_epochs=2, num_minibatches=2, max_grad_norm=100.0)
+    env.reset(seed=0)
+    agent.collect(env)
+    metrics = agent.learn()
+    assert len(norms) == 4 and len(set(norms)) > 1
+    assert float(metrics["grad_norm"]) == pytest.approx(sum(norms) / 4, rel=1e-5)
+
+
+def test_optimizer_and_precision_keys() -> None:
+    env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
+    with pytest.raises(ConfigError, match=r"agent.optimizer: unknown optimizer 'muonn' \(known: adam, rmsprop"):
+        make_agent("ppo", env, optimizer="muonn")
+    with pytest.raises(ConfigError, match="agent.precision: expected one of fp32, bf16, got 'fp16'"):
+        make_agent("ppo", env, precision="fp16")
+    agent = make_agent("ppo", env, horizon=8, optimizer="rmsprop", precision="bf16")
+    assert isinstance(agent.optimizer, torch.optim.RMSprop) and agent.rollout.precision == "bf16"
+    check_agent(agent, env)
+    assert make_agent("ppo", env, bf16=True).rollout.precision == "bf16"  # the older spelling still holds

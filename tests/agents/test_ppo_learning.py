@@ -45,7 +45,7 @@ def test_default_train_solves_cartpole_eval_reproduces_and_resume_continues(tmp_
     rec2 = train(cfg, run_dir=tmp_path / "resumed")
     assert rec2["resumed_from"] and rec2["env_steps"] == steps0 + 2 * per_iter and rec2["iterations"] == it0 + 2
     ckpt2 = load_checkpoint(tmp_path / "resumed")
-    agent0, agent1 = ckpt["agent"], ckpt2["agent"]
+    agent0, agent1 = ckpt["agent"]["rollout"], ckpt2["agent"]["rollout"]
     assert float(agent1["steps_done"]) == steps0 + 2 * per_iter  # the schedule continued, not restarted
     changed = [k for k in agent0["policy"] if not torch.equal(agent0["policy"][k], agent1["policy"][k])]
     assert changed, "resuming did not train"

@@ -46,7 +46,7 @@ def test_list_json_has_all_kinds_and_the_example_plugin() -> None:
     out = run_cli("list", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert set(data) == {"backends", "graph", "envs", "agents", "physics", "robots"}
+    assert set(data) == {"backends", "graph", "envs", "agents", "physics", "robots", "networks"}
     corridor = [p for p in data["envs"] if p["name"] == "corridor"]
     assert corridor and corridor[0]["distribution"] == "acme-corridor" and corridor[0]["version"] == "0.2.0"
     assert set(corridor[0]) == {"name", "distribution", "version", "summary"}

@@ -51,7 +51,7 @@ def test_resolve_errors(toy_dist) -> None:
 
 def test_recipe_is_layered_below_user_values(toy_dist) -> None:
     cfg = resolve({"backend": "cpu", "agent": {"name": "toy"}, "env": {"name": "corridor"}})
-    assert cfg.num_envs == 8 and cfg.run.total_steps == 2048  # from ToyAgent.recipe
+    assert cfg.num_envs == 8 and cfg.run.total_steps == 2048  # from the toy distribution's noeira_recipe
     cfg = resolve({"backend": "cpu", "agent": {"name": "toy", "lr": 0.5}, "env": {"name": "corridor", "num_envs": 3}})
     assert cfg.num_envs == 3 and cfg.agent.config.lr == 0.5 and cfg.run.total_steps == 2048
 

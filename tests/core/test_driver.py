@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 import tomllib
+from pathlib import Path
 
 import pytest
+import torch
 
 from noeira.core.cli import main
 from noeira.core.driver import eval_run, load_checkpoint, resolve, train
@@ -144,3 +150,67 @@ def test_explicit_capture_of_unsafe_env_is_an_error(toy_dist, tmp_path, monkeypa
     monkeypatch.setattr(Corridor, "__init__", unsafe_init)
     with pytest.raises(Exception, match="graph.capture_env: env 'corridor' declares its step not capture-safe"):
         train(resolve({**TOY, "graph": {"capture_env": True}, "run": {"total_steps": 128}}), run_dir=tmp_path / "r")
+
+
+# -- runs are never lost ---------------------------------------------------------------------------
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "noeira.core.cli", *args], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=cwd)
+
+
+def test_an_existing_run_is_refused_unless_resumed_or_overwritten(tmp_path) -> None:
+    run = str(tmp_path / "run")
+    base = ["train", "env=corridor", "backend=cpu", "run.total_steps=512", "run.progress=false", "run.eval_episodes=0",
+            "--run-dir", run, "env.num_envs=4", "agent.horizon=8"]
+    assert _cli(*base).returncode == 0
+    first = (tmp_path / "run" / "record.json").read_text()
+    out = _cli(*base)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "already holds a run" in out.stderr
+    assert (tmp_path / "run" / "record.json").read_text() == first, "a refused run must not touch the old one"
+    out = _cli(*base[:3], "run.total_steps=1024", *base[4:], f"run.resume={run}")
+    assert out.returncode == 0, out.stderr
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["env_steps"] == 1024 and len(lines) > 2  # appended to the first run's metrics
+    out = _cli(*base, "--overwrite")
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])["env_steps"] == 512
+
+
+def test_resuming_a_finished_run_says_so(tmp_path) -> None:
+    run = str(tmp_path / "run")
+    assert _cli("train", "env=corridor", "backend=cpu", "run.total_steps=256", "run.progress=false",
+                "run.eval_episodes=0", "--run-dir", run).returncode == 0
+    out = _cli("train", "env=corridor", "backend=cpu", "run.total_steps=256", f"run.resume={run}",
+               "--run-dir", str(tmp_path / "again"))
+    assert out.returncode == 2 and "finished" in out.stderr and "raise run.total_steps" in out.stderr
+
+
+@pytest.mark.parametrize("sig,code,outcome", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_stops_at_an_iteration_end_with_a_checkpoint(tmp_path, sig, code, outcome) -> None:
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "noeira.core.cli", "train", "env=corridor", "backend=cpu",
+                             "run.total_steps=100000000", "run.progress=false", "--run-dir", str(run)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not ((run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text().count("\n") >= 2):
+            assert proc.poll() is None and time.time() < deadline, "training did not start"
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    record = json.loads((run / "record.json").read_text())
+    assert record["outcome"] == outcome and record["iterations"] >= 2
+    ckpt = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert ckpt["iteration"] == record["iterations"] and ckpt["env_steps"] == record["env_steps"]
+
+
+def test_checkpoints_by_time(recorder, tmp_path) -> None:
+    cfg = resolve({"backend": "cpu", "env": {"name": "corridor", "num_envs": 4}, "agent": {"name": "ppo", "horizon": 4},
+                   "run": {"total_steps": 160, "progress": False, "eval_episodes": 0, "checkpoint_minutes": 1e-9}})
+    train(cfg, run_dir=tmp_path / "run")
+    assert recorder.calls.count("checkpoint_saved") == 10  # latest.pt after each of 9 iterations, then final.pt
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").is_file()

@@ -20,7 +20,7 @@ def test_core_registers_backends_and_eager() -> None:
 
 
 def test_list_plugins_has_every_kind() -> None:
-    assert set(list_plugins()) == {"backends", "graph", "envs", "agents", "physics", "robots"}
+    assert set(list_plugins()) == {"backends", "graph", "envs", "agents", "physics", "robots", "networks"}
 
 
 def test_unknown_name_lists_installed_and_closest() -> None:

@@ -14,7 +14,15 @@ import torch
 from torch import Tensor
 from toy_plugins import ToyAgent  # tests/ is on sys.path (conftest.install_dist, also for subprocesses)
 
-from noeira.core import Backend, EnvSpec
+from noeira.core import Backend, EnvSpec, hookimpl
+
+
+@hookimpl
+def noeira_recipe(agent: str) -> dict[str, Any] | None:
+    """Every graph test agent's recipe (this module is the test distribution's hook plugin)."""
+    if agent not in ("clean", "planted", "cursor", "percall", "hosttensor"):
+        return None
+    return {"env": {"num_envs": 8}, "run": {"total_steps": 1024, "eval_episodes": 2, "progress": False}}
 
 
 class CleanAgent(ToyAgent):
@@ -25,10 +33,6 @@ class CleanAgent(ToyAgent):
     class Config(ToyAgent.Config):
         horizon: int = 8
         """Env steps per collect."""
-
-    @classmethod
-    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
-        return {"env": {"num_envs": 8}, "run": {"total_steps": 1024, "eval_episodes": 2, "progress": False}}
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         cuda = self.device.type == "cuda"

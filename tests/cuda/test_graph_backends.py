@@ -29,7 +29,7 @@ AGENTS = {"clean": "graph_agents:CleanAgent", "planted": "graph_agents:PlantedIt
 @pytest.fixture
 def agents(install_dist):
     """Registers the agents of tests/cuda/graph_agents.py (env: the example plugin's corridor)."""
-    return install_dist("graph-test-agents", {"noeira.agents": AGENTS})
+    return install_dist("graph-test-agents", {"noeira.agents": AGENTS, "noeira": {"graph-test-recipes": "graph_agents"}})
 
 
 def test_registered_by_name() -> None:

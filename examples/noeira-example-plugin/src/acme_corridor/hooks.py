@@ -1,4 +1,5 @@
-"""A hook implementation: every run's metrics, mirrored into ``metrics.csv``."""
+"""Hook implementations: every run's metrics mirrored into ``metrics.csv``, and this
+distribution's recipe for its memory env."""
 
 from __future__ import annotations
 
@@ -22,3 +23,16 @@ def noeira_iteration(run: Any, iteration: int, env_steps: int, metrics: dict[str
         if new:
             writer.writeheader()
         writer.writerow(row)
+
+
+@hookimpl
+def noeira_recipe(agent: str, env: str, backend: str) -> dict[str, Any] | None:
+    """This distribution's recipe for its memory env: PPO with the recurrent ``gru`` network."""
+    if agent != "ppo" or env.partition(":")[0] != "cue-corridor":
+        return None
+    return {
+        "env": {"num_envs": 64},
+        "agent": {"network": "gru", "hidden_sizes": [32], "horizon": 16, "update_epochs": 4, "num_minibatches": 4,
+                  "lr": 3e-3, "gamma": 0.9, "gae_lambda": 0.95, "ent_coef": 0.01, "torch_threads": 1},
+        "run": {"total_steps": 60_000, "log_interval": 10},
+    }

@@ -1,9 +1,10 @@
 """Advantage Actor-Critic (synchronous A2C) with the whole rollout on the device.
 
-The same storage, collection and advantage code as :mod:`noeira.agents.ppo` (``collect``
-is PPO's: ``horizon`` steps of every env into ``[horizon, num_envs]`` buffers on the
-device); the update is one gradient step per rollout on the whole batch, with the plain
-policy gradient (no ratio, no clipping)::
+The same acting and storage as PPO, by composition (:class:`~noeira.agents.onpolicy.ActorCriticRollout`:
+``horizon`` steps of every env into ``[horizon, num_envs]`` buffers on the device), and the
+same GAE; the update is one gradient step per rollout on the whole batch (every env segment,
+replayed from its stored state for a recurrent network), with the plain policy gradient (no
+ratio, no clipping)::
 
     loss = -mean(A * log pi(a|s)) - ent_coef * entropy + vf_coef * 0.5 * mean((V - R)^2)
 
@@ -13,26 +14,28 @@ Capture-safe like PPO. References: Mnih et al. 2016 (A3C); Wu et al. 2017 (A2C).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import torch
 from torch import Tensor
 
-from noeira.agents.policy import ActorCriticConfig
-from noeira.agents.ppo import PPO
-from noeira.agents.rollout import make_optimizer
-from noeira.core.contracts import EnvSpec
+from noeira.agents.onpolicy import ActorCriticRollout, anneal_factor, explained_variance
+from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
+from noeira.agents.policy import ActorCriticConfig, check_optimizer
+from noeira.agents.ppo import clip_gradients, scaled_recipe
+from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
 
-__all__ = ["A2C"]
+__all__ = ["A2C", "recipe"]
 
 
 @attrs.frozen
 class Config(ActorCriticConfig):
-    """A2C hyperparameters (``agent.KEY=VALUE``); the network and normalisation keys
-    (hidden_sizes, activation, log_std_init, norm_obs, norm_reward, reward_clip, bf16) are
-    :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
+    """A2C hyperparameters (``agent.KEY=VALUE``); the network, precision and normalisation keys
+    (network, hidden_sizes, activation, network_options, log_std_init, norm_obs, norm_reward,
+    reward_clip, precision) are :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
 
     horizon: int = 5
     """Env steps per env in one collect; the batch (one gradient step) is horizon x num_envs."""
@@ -43,7 +46,7 @@ class Config(ActorCriticConfig):
     total_steps: int = 0
     """Env steps the annealing spans; 0: the run's run.total_steps."""
     optimizer: str = "rmsprop"
-    """rmsprop | adam."""
+    """Optimizer: rmsprop | adam (the table in noeira.agents.optim)."""
     rmsprop_alpha: float = 0.99
     """RMSprop smoothing constant."""
     optim_eps: float = 1e-5
@@ -52,12 +55,6 @@ class Config(ActorCriticConfig):
     """Discount factor."""
     gae_lambda: float = 1.0
     """GAE lambda (1: n-step returns bootstrapped at the end of the rollout, classic A2C)."""
-    advantage: str = "gae"
-    """gae | puff (with one on-policy update the puff advantage equals GAE; kept for symmetry)."""
-    vtrace_rho_clip: float = 1.0
-    """puff advantage: clip of the importance weight on the TD error."""
-    vtrace_c_clip: float = 1.0
-    """puff advantage: clip of the importance weight on the trace."""
     norm_adv: bool = False
     """Normalise advantages over the batch (zero mean, unit std)."""
     ent_coef: float = 0.0
@@ -90,35 +87,63 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-class A2C(PPO):
-    """A2C agent (entry point ``a2c``): PPO's collection, one unclipped update per rollout."""
+def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any] | None:
+    """Tuned defaults for ``env`` on ``backend`` (PPO's lookup over A2C's own tables)."""
+    return scaled_recipe(_RECIPES, env, backend, num_envs)
 
-    Config = Config  # type: ignore[assignment]
-    RECIPES = _RECIPES  # PPO.recipe reads them
 
-    def _validate(self, cfg: Any, spec: EnvSpec) -> None:
-        super()._validate(cfg, spec)
-        if cfg.optimizer not in ("adam", "rmsprop"):
-            raise ConfigError(f"agent.optimizer: expected 'adam' or 'rmsprop', got {cfg.optimizer!r}")
+class A2C:
+    """A2C agent (entry point ``a2c``): one unclipped update per rollout."""
 
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        cfg = self.config
-        return make_optimizer(cfg.optimizer, self.policy.parameters(), self.lr, cfg.optim_eps, cfg.rmsprop_alpha)
+    Config = Config
 
-    def _setup_update(self) -> None:
-        if self.config.advantage == "puff":
-            self.ratio = torch.ones((self.config.horizon, self.spec.num_envs), device=self.device)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None) -> None:
+        cfg = config if config is not None else Config()
+        self.config, self.spec, self.backend = cfg, spec, backend
+        self.device = dev = backend.device
+        if cfg.horizon < 1:
+            raise ConfigError(f"agent.horizon: must be >= 1, got {cfg.horizon}")
+        if not cfg.lr > 0:
+            raise ConfigError(f"agent.lr: must be > 0, got {cfg.lr}")
+        if not 0 <= cfg.gamma <= 1 or not 0 <= cfg.gae_lambda <= 1:
+            raise ConfigError("agent.gamma / agent.gae_lambda: must lie in [0, 1]")
+        check_optimizer(cfg.optimizer)
+        if cfg.torch_threads > 0 and dev.type == "cpu":
+            torch.set_num_threads(cfg.torch_threads)
+        self.total_steps = cfg.total_steps
+        self.rollout = ActorCriticRollout(spec, backend, cfg, cfg.horizon, cfg.gamma)
+        self.steps_per_collect = self.rollout.steps_per_collect
+        self.optimizer = make_optimizer(cfg.optimizer, self.rollout.policy.parameters(), cfg.lr, eps=cfg.optim_eps,
+                                        alpha=cfg.rmsprop_alpha)
+        self._all_envs = torch.arange(spec.num_envs, device=dev)
+
+    def set_total_steps(self, total_steps: int) -> None:
+        """Told by the driver: the run's length, which annealing spans unless config.total_steps is set."""
+        if self.config.total_steps <= 0:
+            self.total_steps = int(total_steps)
+
+    def initial_state(self, batch: int) -> PolicyState:
+        return self.rollout.policy.initial_state(batch)
+
+    def act(self, obs: Tensor, state: PolicyState = None, done: Tensor | None = None,
+            deterministic: bool = False) -> tuple[Tensor, PolicyState]:
+        return self.rollout.act(obs, state, done, deterministic)
+
+    def collect(self, env: BatchedEnv) -> None:
+        self.rollout.collect(env)
 
     def learn(self) -> dict[str, Tensor]:
-        cfg, buf, policy = self.config, self.buf, self.policy
+        cfg, buf, policy = self.config, self.rollout.buf, self.rollout.policy
         if cfg.anneal_lr:
-            self.lr.copy_(cfg.lr * (1.0 - self._progress()))
-        self._advantages()  # on-policy: ratio 1, so puff == GAE
-        explained_var = 1 - (buf.returns - buf.values).var() / (buf.returns.var() + 1e-8)
+            scale_lr(self.optimizer, anneal_factor(self.rollout.progress(self.total_steps)))
+        buf.compute_advantages(cfg.gamma, cfg.gae_lambda)
+        explained_var = explained_variance(buf.values, buf.returns)
 
-        flat = lambda x: x.view(self.steps_per_collect, *x.shape[2:])  # [T, N, ...] -> [T*N, ...]
-        with self._autocast():
-            logprob, entropy, value = policy.evaluate(flat(buf.obs), flat(buf.actions))
+        if self.rollout.recurrent:  # every env segment, in order: rows come out as [T, N] flattened
+            logprob, entropy, value = self.rollout.evaluate(self._all_envs, segments=True)
+        else:
+            logprob, entropy, value = self.rollout.evaluate(slice(None), segments=False)  # type: ignore[arg-type]
+        flat = lambda x: x.reshape(self.steps_per_collect)  # noqa: E731  [T, N] -> [T*N]
         adv = flat(buf.advantages)
         if cfg.norm_adv:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -129,12 +154,20 @@ class A2C(PPO):
 
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        grad_norm = torch.zeros((), device=self.device)
-        if cfg.max_grad_norm > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+        grad_norm = clip_gradients(policy.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
         return {
             "policy_loss": pg_loss.detach(), "value_loss": v_loss.detach(), "entropy": entropy_loss.detach(),
-            "explained_variance": explained_var, "grad_norm": grad_norm.detach(), "lr": self.lr.clone(),
+            "explained_variance": explained_var, "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"].clone(),
             "advantage_mean": buf.advantages.mean(),
         }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rollout": self.rollout.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.rollout.load_state_dict(state["rollout"])
+        load_optimizer_state(self.optimizer, state["optimizer"])
+
+    def __repr__(self) -> str:
+        return f"A2C(num_envs={self.spec.num_envs}, horizon={self.config.horizon}, device={self.device})"

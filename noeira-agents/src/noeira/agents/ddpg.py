@@ -1,8 +1,8 @@
 """DDPG (Lillicrap et al. 2016): one critic, actor and targets updated at every update.
 
 DDPG is TD3 without its three fixes: one critic instead of the clipped double-Q pair, no
-target policy smoothing, no delay. The loop is :class:`~noeira.agents.td3.TD3`'s with those
-switched off::
+target policy smoothing, no delay. It runs TD3's loop
+(:class:`~noeira.agents.td3.DeterministicAgent`) with those switched off::
 
     y = R + gamma^m (1 - terminated) Q_target(s', mu_target(s'))
     critic: mean (Q(s, a) - y)^2        actor: -mean Q(s, mu(s))        targets: Polyak (tau)
@@ -13,19 +13,30 @@ mu(s) in ``[-1, 1]`` action units; uniform random actions before ``learning_star
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
-from noeira.agents.td3 import TD3, DeterministicConfig
+from noeira.agents import td3
+from noeira.agents.td3 import DeterministicAgent, DeterministicConfig
+from noeira.core.contracts import Backend, EnvSpec
 
-__all__ = ["DDPG"]
+__all__ = ["DDPG", "recipe"]
 
 
-class DDPG(TD3):
-    """Deep Deterministic Policy Gradient for 1-d ``Box`` action spaces. Its recipes are TD3's."""
+class DDPG(DeterministicAgent):
+    """Deep Deterministic Policy Gradient for 1-d ``Box`` action spaces."""
 
     @attrs.frozen
     class Config(DeterministicConfig):
         """DDPG's keys: TD3's without those of its fixes (policy_noise, noise_clip, policy_delay)."""
 
-    config: Config  # type: ignore[assignment]
-    num_critics = 1  # no policy_delay / policy_noise keys: TD3 reads them as 1 and 0
+    config: Config
+
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+        super().__init__(spec, backend, config, num_critics=1, policy_delay=1, policy_noise=0.0, noise_clip=0.0)
+
+
+def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
+    """TD3's recipes (:func:`noeira.agents.td3.recipe`)."""
+    return td3.recipe(env, backend, num_envs)

@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, online_and_target, relu_mlp
+from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, RecipeTables, online_and_target, pick_recipe, relu_mlp
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.errors import ConfigError
 
-__all__ = ["DQN", "QNetwork"]
+__all__ = ["DQN", "RECIPES", "QNetwork", "recipe"]
 
 
 class QNetwork(nn.Module):
@@ -65,7 +65,7 @@ class DQN(OffPolicyAgent):
         """DQN's keys (with those every off-policy agent takes)."""
 
         learning_rate: float = 2.5e-4
-        """Adam learning rate."""
+        """Learning rate."""
         epsilon_start: float = 1.0
         """ε of ε-greedy exploration at the start."""
         epsilon_end: float = 0.05
@@ -117,25 +117,24 @@ class DQN(OffPolicyAgent):
     def explore(self, obs: Tensor) -> Tensor:
         return self._epsilon_greedy(obs, self.epsilon())
 
-    @torch.no_grad()
-    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+    def policy_action(self, obs: Tensor, deterministic: bool) -> Tensor:
         """Greedy actions ``[B]`` (``deterministic``), else ε-greedy with the current ε."""
-        obs = obs.to(self.device)
-        a = self.q(obs).argmax(-1) if deterministic else self._epsilon_greedy(obs, self.epsilon())
-        return self.to_env(a)
+        return self.q(obs).argmax(-1) if deterministic else self._epsilon_greedy(obs, self.epsilon())
 
     def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
         cfg = self.config
-        with torch.no_grad():
-            next_q_target = self.q_target(batch.next_obs)
+        with torch.no_grad(), self.autocast():
+            next_q_target = self.q_target(batch.next_obs).float()
             if cfg.double:
                 next_action = self.q(batch.next_obs).argmax(-1, keepdim=True)
                 next_value = next_q_target.gather(-1, next_action).squeeze(-1)
             else:
                 next_value = next_q_target.max(-1).values
-            target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_value
+        target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_value
 
-        q = self.q(batch.obs).gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
+        with self.autocast():
+            q_all = self.q(batch.obs)
+        q = q_all.float().gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
         loss = F.mse_loss(q, target) if cfg.loss == "mse" else F.smooth_l1_loss(q, target)
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
@@ -148,18 +147,24 @@ class DQN(OffPolicyAgent):
         self.polyak(self.q_target, self.q, cfg.tau * self.learning * due)
         return {"q_loss": loss, "q_mean": q.mean(), "epsilon": self.epsilon()}
 
-    @classmethod
-    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
-        """Tuned defaults for the env (below whatever the user sets). CartPole: one update
-        per transition. DQN's greedy policy on CartPole swings between 500 and ~150 during
-        training (Stable-Baselines3's DQN with these settings does the same); the budget is
-        one where the seeded run ends on a good phase, not a guarantee for every seed."""
-        if env_name == "cartpole":
-            return {
-                "env": {"num_envs": 4},
-                "agent": {"learning_rate": 5e-4, "hidden": [64, 64], "batch_size": 256, "buffer_size": 50_000,
-                          "learning_starts": 1_000, "exploration_steps": 12_000, "epsilon_end": 0.02,
-                          "updates_per_step": 4, "target_update_interval": 250, "gamma": 0.99},
-                "run": {"total_steps": 36_000, "log_interval": 250},
-            }
-        return {"run": {"total_steps": 500_000, "log_interval": 250}}
+
+RECIPES: RecipeTables = {
+    # CartPole: one update per transition. DQN's greedy policy on CartPole swings between 500 and
+    # ~150 during training (Stable-Baselines3's DQN with these settings does the same); the budget
+    # is one where the seeded run ends on a good phase, not a guarantee for every seed.
+    "cartpole": {"*": {
+        "env": {"num_envs": 4},
+        "agent": {"learning_rate": 5e-4, "hidden": [64, 64], "batch_size": 256, "buffer_size": 50_000,
+                  "learning_starts": 1_000, "exploration_steps": 12_000, "epsilon_end": 0.02,
+                  "updates_per_step": 4, "target_update_interval": 250, "gamma": 0.99},
+        "run": {"total_steps": 36_000, "log_interval": 250},
+    }},
+    "*": {"*": {"run": {"total_steps": 500_000, "log_interval": 250}}},
+}
+"""DQN's tuned defaults: env name -> backend name -> recipe ("*": any other)."""
+
+
+def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
+    """Tuned defaults for ``env`` (below whatever the user sets), from :data:`RECIPES`; the same
+    at any ``num_envs`` the user chooses."""
+    return pick_recipe(RECIPES, env, backend)

@@ -1,5 +1,5 @@
-"""Building blocks the agents share: MLPs with orthogonal init, running normalizers, and
-Adam with a tensor learning rate.
+"""Building blocks the agents share: MLPs with orthogonal init and running normalizers
+(optimizers are in :mod:`noeira.agents.optim`).
 
 Everything here is capture-safe: buffers are allocated once and updated in place.
 """
@@ -7,13 +7,12 @@ Everything here is capture-safe: buffers are allocated once and updated in place
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["RunningMeanStd", "layer_init", "make_adam", "mlp", "space_dim"]
+__all__ = ["RunningMeanStd", "layer_init", "mlp", "space_dim"]
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -45,22 +44,6 @@ def mlp(
 def space_dim(shape: Sequence[int]) -> int:
     """Flat size of one element of a space (``()`` counts as 1)."""
     return int(math.prod(shape)) if len(shape) else 1
-
-
-def make_adam(params: Iterable[Any], lr: Tensor, **kw: Any) -> torch.optim.Adam:
-    """Adam with the learning rate held in the device tensor ``lr`` (written in place, so a
-    recorded graph sees the new rate); ``kw`` go to Adam (``eps``, ...). On CUDA it is the
-    fused kernel and ``capturable`` (the step counter lives on the device): two launches per
-    step instead of a dozen foreach ones, which counts in a recorded update of small networks.
-    Elsewhere torch does not support capturable, so: the fused kernel where the device has
-    one, else the single-tensor path (both take a tensor lr)."""
-    params = list(params)
-    if lr.device.type == "cuda":
-        return torch.optim.Adam(params, lr=lr, fused=True, capturable=True, **kw)
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True, **kw)
-    except RuntimeError:  # a device without a fused kernel
-        return torch.optim.Adam(params, lr=lr, foreach=False, **kw)
 
 
 class RunningMeanStd(nn.Module):

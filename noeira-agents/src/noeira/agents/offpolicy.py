@@ -17,14 +17,22 @@ learning rate by the device flag ``env_steps >= learning_starts`` (and by the op
 linear annealing factor), so no network moves before learning starts, and the targets,
 which start equal to the online networks, stay put too. The price: the warm-up updates
 are computed and thrown away (Adam's moments see their gradients, which only warms them
-up). Optimizers are ``Adam(fused=True)`` with the learning rate as a device tensor,
-``capturable`` on CUDA. A TD3-style delay is a fixed host-side pattern over the updates of
-one call (see :mod:`noeira.agents.td3`).
+up). Anything done every k-th update (DQN's target updates, TD3's delayed actor) counts
+updates since learning started on the device (``num_updates``), so it holds across calls.
+
+Optimizers come from :mod:`noeira.agents.optim` (``agent.optimizer``; Adam by default,
+fused, ``capturable`` on CUDA), each param group's learning rate a device tensor that
+``learn`` rescales in place. ``agent.precision=bf16`` runs the updates' forward passes
+under bfloat16 autocast (:mod:`noeira.agents.precision`); weights, optimizer state, TD
+targets and losses stay float32, and acting (``collect``, ``act``) stays float32.
+
+Policies are feed-forward: ``initial_state`` is None and ``act`` passes no state on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,9 +42,11 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import make_adam, space_dim
+from noeira.agents.nets import space_dim
+from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
+from noeira.agents.precision import autocast, check_precision
 from noeira.agents.replay import Batch, ReplayBuffer
-from noeira.core.contracts import Backend, BatchedEnv, EnvSpec
+from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
 from noeira.core.spaces import Box, Discrete
 
@@ -48,6 +58,7 @@ __all__ = [
     "ensemble_mlp",
     "frozen",
     "online_and_target",
+    "pick_recipe",
     "relu_mlp",
 ]
 
@@ -83,6 +94,21 @@ class OffPolicyConfig:
     """Widths of the hidden layers of every network."""
     checkpoint_buffer: bool = True
     """Save the replay buffer in checkpoints (exact resume; large for big buffers)."""
+    optimizer: str = "adam"
+    """Optimizer of every network: adam (the table in noeira.agents.optim)."""
+    precision: str = "fp32"
+    """fp32 | bf16: the updates' forward passes under bfloat16 autocast; weights, optimizer state and
+    losses stay float32."""
+
+
+RecipeTables = Mapping[str, Mapping[str, Mapping[str, Any]]]
+"""An agent's recipes: env name -> backend name -> recipe, ``"*"`` standing for any other."""
+
+
+def pick_recipe(tables: RecipeTables, env: str, backend: str) -> dict[str, Any]:
+    """``tables[env][backend]`` (``"*"`` for any other env / backend), as a fresh copy the caller may change."""
+    by_backend = tables.get(env, tables["*"])
+    return copy.deepcopy(dict(by_backend.get(backend, by_backend["*"])))
 
 
 # -- networks ----------------------------------------------------------------------------------
@@ -167,7 +193,7 @@ def frozen(module: nn.Module) -> Iterator[None]:
 class OffPolicyAgent:
     """Base of the off-policy agents. A subclass builds its networks in ``__init__`` (after
     ``super().__init__``), registers them in ``self.nets`` and its optimizers with
-    :meth:`add_optimizer`, and writes :meth:`explore`, :meth:`update` and :meth:`act`."""
+    :meth:`add_optimizer`, and writes :meth:`explore`, :meth:`update` and :meth:`policy_action`."""
 
     Config = OffPolicyConfig
     discrete: bool = False
@@ -175,11 +201,13 @@ class OffPolicyAgent:
 
     def __init__(self, spec: EnvSpec, backend: Backend, config: OffPolicyConfig) -> None:
         cfg = config
-        for key in ("batch_size", "updates_per_step", "n_step", "buffer_size"):
-            if getattr(cfg, key) < 1:
-                raise ConfigError(f"agent.{key}: must be >= 1, got {getattr(cfg, key)}")
+        for key, value in (("batch_size", cfg.batch_size), ("updates_per_step", cfg.updates_per_step),
+                           ("n_step", cfg.n_step), ("buffer_size", cfg.buffer_size)):
+            if value < 1:
+                raise ConfigError(f"agent.{key}: must be >= 1, got {value}")
         if cfg.learning_starts < 0:
             raise ConfigError(f"agent.learning_starts: must be >= 0, got {cfg.learning_starts}")
+        check_precision(cfg.precision)  # agent.optimizer is checked by make_optimizer
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = torch.device(backend.device)
         self.num_envs = spec.num_envs
@@ -214,7 +242,6 @@ class OffPolicyAgent:
         )
         self.nets = nn.ModuleDict()
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
-        self._lrs: dict[str, tuple[Tensor, float]] = {}
         self.learning = torch.zeros((), dtype=torch.float32, device=self.device)
         """1.0 once ``learning_starts`` env steps were collected, else 0.0 (device flag)."""
 
@@ -225,23 +252,29 @@ class OffPolicyAgent:
         raise NotImplementedError
 
     def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
-        """Gradient update ``j`` of this learn() call on ``batch``; returns 0-d metrics."""
+        """Gradient update ``j`` of this learn() call on ``batch``; returns 0-d metrics. Its
+        forward passes run under :meth:`autocast`; losses are computed in float32."""
         raise NotImplementedError
 
-    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+    def policy_action(self, obs: Tensor, deterministic: bool) -> Tensor:
+        """The action :meth:`act` takes for ``obs`` (on the device), in buffer form."""
         raise NotImplementedError
 
     def after_step(self, done: Tensor) -> None:
         """Called after each env step with ``done`` ``[N]`` (e.g. to reset OU noise)."""
 
     # -- helpers -----------------------------------------------------------------------------
-    def add_optimizer(self, name: str, params: Any, lr: float, **kw: Any) -> torch.optim.Optimizer:
-        """An Adam whose learning rate is a device tensor, zero until learning starts."""
-        lr_t = torch.zeros((), dtype=torch.float32, device=self.device)
-        opt = make_adam(params, lr_t, **kw)
+    def add_optimizer(self, name: str, params: Any, lr: float, **options: Any) -> torch.optim.Optimizer:
+        """``agent.optimizer`` over ``params`` (or param groups with their own ``lr``), each group's
+        learning rate a device tensor: zero until :meth:`learn` scales it (warm-up, annealing)."""
+        opt = make_optimizer(self.config.optimizer, params, lr, **options)
+        scale_lr(opt, 0.0)
         self.optimizers[name] = opt
-        self._lrs[name] = (lr_t, float(lr))
         return opt
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The context of the updates' forward passes (``agent.precision``)."""
+        return autocast(self.config.precision, self.device)
 
     def to_env(self, action: Tensor) -> Tensor:
         """Buffer-form action -> the env's action."""
@@ -262,22 +295,36 @@ class OffPolicyAgent:
 
     @torch.no_grad()
     def polyak(self, target: nn.Module, online: nn.Module, weight: float | Tensor) -> None:
-        """``target <- target + weight * (online - target)`` in place, with fused foreach ops.
+        """``target <- target + weight * (online - target)`` in place, one ``lerp`` per tensor.
 
-        A float weight is one ``lerp``; a device-tensor weight (a rate decided on the device)
-        goes through ``target * (1 - w) + online * w`` (exact at w = 0 and w = 1), because
-        ``_foreach_lerp_`` would read a tensor weight on the host. (No mask is needed for the
-        warm-up: the online networks do not move before learning starts, and the targets start
-        equal to them.)"""
+        ``weight`` is a float, or a 0-d device tensor for a rate decided on the device (``tau * due``):
+        that one goes in as a tensor operand, never read on the host, and gives exactly the numbers
+        of the same float weight (lerp's own formula; at w = 0 the target is unchanged). (No mask is
+        needed for the warm-up: the online networks do not move before learning starts, and the
+        targets start equal to them.)"""
         t = [p for p in target.parameters()] + [b for b in target.buffers() if b.is_floating_point()]
         o = [p for p in online.parameters()] + [b for b in online.buffers() if b.is_floating_point()]
         if isinstance(weight, Tensor):
-            torch._foreach_mul_(t, 1.0 - weight)
-            torch._foreach_add_(t, torch._foreach_mul(o, weight))
+            torch._foreach_lerp_(t, o, [weight] * len(t))
         else:
             torch._foreach_lerp_(t, o, weight)
 
     # -- the contract ------------------------------------------------------------------------
+    def initial_state(self, batch: int) -> None:
+        """None: the policies are feed-forward."""
+        return None
+
+    @torch.no_grad()
+    def act(self, obs: Tensor, state: PolicyState = None, done: Tensor | None = None,
+            deterministic: bool = False) -> tuple[Tensor, None]:
+        """``obs [B, *obs_shape]`` -> ``(action [B, *act_shape] for the env, None)``; a feed-forward
+        policy has no state, so ``state`` and ``done`` change nothing."""
+        return self.to_env(self.policy_action(obs.to(self.device), deterministic)), None
+
+    def set_total_steps(self, total_steps: int) -> None:
+        """Nothing to do: the schedules are fixed by the config in env steps (``lr_anneal_steps``,
+        0 for constant learning rates; DQN's ``exploration_steps``), not by the run's length."""
+
     @torch.no_grad()
     def collect(self, env: BatchedEnv) -> None:
         """Step all envs once (random actions while warming up) and store the transitions."""
@@ -300,8 +347,8 @@ class OffPolicyAgent:
         if cfg.lr_anneal_steps > 0:
             frac = (self.env_steps.float() / cfg.lr_anneal_steps).clamp(max=1.0)
             scale = scale * (1.0 - (1.0 - cfg.lr_end_fraction) * frac)
-        for lr_t, lr in self._lrs.values():
-            torch.mul(scale, lr, out=lr_t)
+        for opt in self.optimizers.values():
+            scale_lr(opt, scale)
         batches = self.rb.sample(cfg.batch_size, cfg.n_step, cfg.gamma, num_batches=cfg.updates_per_step)
         totals: dict[str, Tensor] = {}
         counts: dict[str, int] = {}  # a metric is averaged over the updates that report it
@@ -332,11 +379,7 @@ class OffPolicyAgent:
         """Restore in place (tensors keep their addresses, so recorded graphs stay valid)."""
         self.nets.load_state_dict(state["nets"])
         for k, opt in self.optimizers.items():
-            ours = [{key: g[key] for key in ("lr", "fused", "capturable", "foreach") if key in g} for g in opt.param_groups]
-            opt.load_state_dict(state["optimizers"][k])
-            for group, keep in zip(opt.param_groups, ours, strict=True):
-                # our lr tensor (which learn() writes) and this device's kernel choice, not the saved ones
-                group.update(keep)
+            load_optimizer_state(opt, state["optimizers"][k])  # keeps the lr tensors learn() writes
         for k, v in self.extra_state().items():
             if k in state["extra"] and state["extra"][k].shape == v.shape:  # per-env state needs the same num_envs
                 v.copy_(state["extra"][k])

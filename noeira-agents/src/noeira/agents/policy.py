@@ -1,38 +1,45 @@
-"""The on-policy actor-critic: observation normalizer, actor MLP + action head, critic MLP.
+"""The on-policy actor-critic: observation normalizer, a policy network found by name
+(``agent.network``, default ``mlp``: separate actor and critic MLPs), and the action head.
 
-Separate actor and critic networks (no shared trunk), orthogonal init with a small last
-actor layer (gain 0.01) so the first policy is close to uniform / zero-mean: the recipe of
-"The 37 implementation details of PPO". Capture-safe: no host sync, fixed shapes.
+The network maps observations to two heads, ``actor`` (the action distribution's parameters,
+last layer initialised with gain 0.01 so the first policy is close to uniform / zero-mean)
+and ``critic`` (the value). A recurrent network also takes and returns its state; the state
+is reset where an episode starts (``done``), by arithmetic. Capture-safe: no host sync,
+fixed shapes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import torch
 from torch import Tensor, nn
 
 from noeira.agents.distributions import make_head
-from noeira.agents.nets import RunningMeanStd, mlp, space_dim
-from noeira.core.contracts import EnvSpec
+from noeira.agents.nets import RunningMeanStd, space_dim
+from noeira.agents.optim import OPTIMIZERS
+from noeira.agents.precision import check_precision
+from noeira.core import registry
+from noeira.core.contracts import EnvSpec, NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
 
-__all__ = ["ACTIVATIONS", "ActorCritic", "ActorCriticConfig"]
-
-ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU,
-                                           "silu": nn.SiLU}
+__all__ = ["ActorCritic", "ActorCriticConfig", "precision_of"]
 
 
 @attrs.frozen
 class ActorCriticConfig:
-    """The keys PPO and A2C share: their networks (:class:`ActorCritic`) and the observation and
-    reward normalisation (each algorithm's own keys are in its ``Config``)."""
+    """The keys PPO and A2C share: their network, optimizer, precision and the observation
+    and reward normalisation (each algorithm's own keys are in its ``Config``)."""
 
+    network: str = "mlp"
+    """Policy network, by name in the noeira.networks registry (noeira list shows them)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the actor and of the critic (separate networks)."""
+    """Layer widths of the network (mlp: the hidden layers of the actor and of the critic)."""
     activation: str = "tanh"
     """Hidden activation: tanh | relu | elu | gelu | silu."""
+    network_options: dict[str, Any] = attrs.field(factory=dict)
+    """The network's own keys beyond hidden_sizes/activation (see its documentation)."""
     log_std_init: float = 0.0
     """Continuous actions: initial log standard deviation (a learned, state-independent parameter)."""
     norm_obs: bool = False
@@ -41,31 +48,46 @@ class ActorCriticConfig:
     """Scale rewards by the running std of the discounted return (saved in checkpoints)."""
     reward_clip: float = 10.0
     """With norm_reward: clip scaled rewards to +- this."""
+    precision: str = "fp32"
+    """fp32 | bf16: bf16 runs the networks under bfloat16 autocast (weights, optimizer state,
+    losses, advantages and returns stay float32)."""
     bf16: bool = False
-    """Run the networks under bfloat16 autocast (losses and advantages stay float32)."""
+    """Older spelling of precision=bf16 (true overrides precision)."""
+
+
+def precision_of(cfg: ActorCriticConfig) -> str:
+    """The precision ``cfg`` asks for (``bf16 = true`` is ``precision = "bf16"``)."""
+    return "bf16" if cfg.bf16 else check_precision(cfg.precision)
+
+
+def check_optimizer(name: str) -> None:
+    if name not in OPTIMIZERS:
+        raise ConfigError(f"agent.optimizer: unknown optimizer {name!r} (known: {', '.join(OPTIMIZERS)})")
 
 
 class ActorCritic(nn.Module):
-    """``obs [B, *obs_shape]`` -> action distribution and value ``[B]``.
+    """``obs [B, *obs_shape]`` -> action distribution and value ``[B]``, through the network
+    ``cfg.network``. With ``norm_obs`` the running mean / variance of observations (buffers
+    ``obs_rms.*``, so they are in ``state_dict``) normalise every input; :meth:`observe`
+    updates them."""
 
-    With ``norm_obs`` the running mean / variance of observations (buffers ``obs_rms.*``, so
-    they are in ``state_dict``) normalise every input; :meth:`observe` updates them.
-    """
-
-    def __init__(self, spec: EnvSpec, hidden: Sequence[int], activation: str = "tanh", log_std_init: float = 0.0,
-                 norm_obs: bool = False, device: torch.device | str = "cpu") -> None:
+    def __init__(self, spec: EnvSpec, cfg: ActorCriticConfig, device: torch.device | str = "cpu") -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ConfigError(f"agent.activation: unknown {activation!r} (known: {', '.join(ACTIVATIONS)})")
-        if any(h < 1 for h in hidden):
-            raise ConfigError(f"agent.hidden_sizes: every layer needs >= 1 unit, got {list(hidden)}")
-        act = ACTIVATIONS[activation]
         self.obs_shape = tuple(spec.observation_space.shape)
         self.obs_dim = space_dim(self.obs_shape)
-        self.head = make_head(spec.action_space, log_std_init, device)
-        self.obs_rms = RunningMeanStd(self.obs_shape, device=device) if norm_obs else None
-        self.actor = mlp(self.obs_dim, hidden, self.head.num_outputs, act, out_gain=0.01).to(device)
-        self.critic = mlp(self.obs_dim, hidden, 1, act, out_gain=1.0).to(device)
+        self.head = make_head(spec.action_space, cfg.log_std_init, device)
+        self.obs_rms = RunningMeanStd(self.obs_shape, device=device) if cfg.norm_obs else None
+        net_cls = registry.load("networks", cfg.network)
+        self.net = net_cls(NetworkSpec(
+            observation_shape=self.obs_shape, outputs={"actor": self.head.num_outputs, "critic": 1},
+            device=torch.device(device), hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
+            output_gains={"actor": 0.01, "critic": 1.0}, options=dict(cfg.network_options),
+        ))
+        self.net.to(device)
+        self.recurrent = bool(self.net.recurrent)
+
+    def initial_state(self, batch: int) -> PolicyState:
+        return self.net.initial_state(batch)
 
     def observe(self, obs: Tensor, update: bool = False) -> Tensor:
         """Raw ``[B, *obs_shape]`` -> the network input ``[B, obs_dim]`` (float, normalised);
@@ -76,19 +98,41 @@ class ActorCritic(nn.Module):
             obs = self.obs_rms.normalize(obs.float())
         return obs.reshape(obs.shape[0], self.obs_dim).float()
 
-    def value(self, x: Tensor) -> Tensor:
-        """``x [B, obs_dim]`` (from :meth:`observe`) -> ``V(x) [B]`` (float32)."""
-        return self.critic(x).squeeze(-1).float()
+    def _shaped(self, x: Tensor) -> Tensor:
+        return x.view(*x.shape[:-1], *self.obs_shape)
 
-    def act(self, x: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-        """Sample: ``(action [B, *act_shape], log_prob [B], value [B])``."""
-        action, log_prob = self.head.sample(self.actor(x), generator)
-        return action, log_prob, self.value(x)
+    def value(self, x: Tensor, state: PolicyState = None) -> Tensor:
+        """``x [B, obs_dim]`` (from :meth:`observe`) -> ``V(x) [B]`` (float32), continuing ``state``."""
+        done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device) if self.recurrent else None
+        out, _ = self.net(self._shaped(x), state, done, heads=("critic",))
+        return out["critic"].squeeze(-1).float()
+
+    def act(self, x: Tensor, state: PolicyState, done: Tensor | None,
+            generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor, PolicyState]:
+        """Sample: ``(action [B, *act_shape], log_prob [B], value [B], next state)``."""
+        out, state = self.net(self._shaped(x), state, done)
+        action, log_prob = self.head.sample(out["actor"], generator)
+        return action, log_prob, out["critic"].squeeze(-1).float(), state
+
+    def mode(self, x: Tensor, state: PolicyState, done: Tensor | None) -> tuple[Tensor, PolicyState]:
+        """The most likely action and the next state."""
+        out, state = self.net(self._shaped(x), state, done, heads=("actor",))
+        return self.head.mode(out["actor"]), state
 
     def evaluate(self, x: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Stored actions under the current weights: ``(log_prob [B], entropy [B], value [B])``."""
-        log_prob, entropy = self.head.log_prob_entropy(self.actor(x), action)
-        return log_prob, entropy, self.value(x)
+        """Stored actions under the current weights (feed-forward networks): ``x [B, obs_dim]``
+        -> ``(log_prob [B], entropy [B], value [B])``."""
+        out, _ = self.net(self._shaped(x), None, None)
+        log_prob, entropy = self.head.log_prob_entropy(out["actor"], action)
+        return log_prob, entropy, out["critic"].squeeze(-1).float()
 
-    def mode(self, x: Tensor) -> Tensor:
-        return self.head.mode(self.actor(x))
+    def evaluate_sequence(self, x: Tensor, action: Tensor, state: PolicyState,
+                          done: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Whole segments: ``x [T, B, obs_dim]``, ``action [T, B, ...]``, the state before the first
+        step and the episode starts ``done [T, B]`` -> ``(log_prob, entropy, value)`` each ``[T, B]``,
+        replayed as the rollout ran (gradients through the state, cut at episode starts)."""
+        t, b = x.shape[:2]
+        out = self.net.forward_sequence(self._shaped(x), state, done)
+        flat = lambda y: y.reshape(t * b, *y.shape[2:])  # noqa: E731
+        log_prob, entropy = self.head.log_prob_entropy(flat(out["actor"]), flat(action))
+        return log_prob.view(t, b), entropy.view(t, b), out["critic"].squeeze(-1).float()

@@ -1,5 +1,5 @@
 """On-policy pieces shared by PPO and A2C: rollout storage on the device, advantage
-estimators (GAE and PufferLib's "puff advantage"), reward scaling, and the optimizer.
+estimators (GAE and PufferLib's "puff advantage") and reward scaling.
 
 Shapes: ``T = horizon``, ``N = num_envs``. Row ``t`` of every buffer describes the step taken
 from ``obs[t]``: ``reward[t]``, ``terminated[t]``, ``truncated[t]`` are what that step
@@ -9,21 +9,20 @@ autoreset). Everything is allocated once and written in place (capture-safe).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import RunningMeanStd, make_adam
+from noeira.agents.nets import RunningMeanStd
+from noeira.core.contracts import PolicyState
 
-__all__ = ["RewardScaler", "Rollout", "gae", "make_optimizer", "puff_advantage"]
+__all__ = ["RewardScaler", "Rollout", "gae", "puff_advantage"]
 
 
 class Rollout(nn.Module):
     """``T x N`` transitions, preallocated on the device (buffers, not saved in checkpoints)."""
 
     def __init__(self, horizon: int, num_envs: int, obs_dim: int, action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device | str) -> None:
+                 action_dtype: torch.dtype, device: torch.device | str, initial_state: PolicyState = None) -> None:
         super().__init__()
         t, n = horizon, num_envs
         self.horizon, self.num_envs = t, n
@@ -42,6 +41,10 @@ class Rollout(nn.Module):
         buf("dones")                                 # terminated | truncated, as 1.0 / 0.0
         buf("advantages")
         buf("returns")                               # advantages + values: the critic's target
+        buf("starts", dtype=torch.bool)              # obs[t] begins an episode (a recurrent state resets there)
+        # recurrent policies: the state before row 0 ([layers, N, hidden]), replayed by the update
+        self.register_buffer("state0", None if initial_state is None else torch.zeros_like(initial_state),
+                             persistent=False)
 
     def next_values(self) -> Tensor:
         """``[T, N]`` the value each step bootstraps from: ``V(s_{t+1})`` (the next row's value;
@@ -125,19 +128,3 @@ class RewardScaler(nn.Module):
         scaled = (reward / torch.sqrt(self.rms.var + 1e-8).to(reward.dtype)).clamp(-self.clip, self.clip)
         self.ret.masked_fill_(done, 0.0)
         return scaled
-
-
-def make_optimizer(kind: str, params: Iterable[nn.Parameter], lr: Tensor, eps: float,
-                   alpha: float = 0.99) -> torch.optim.Optimizer:
-    """Adam (:func:`~noeira.agents.nets.make_adam`) or RMSprop with the learning rate held in
-    the tensor ``lr`` (annealed in place, so a recorded graph sees the new rate). RMSprop is
-    ``capturable`` on CUDA; elsewhere torch does not support that, and it takes the
-    single-tensor path, which accepts a tensor lr."""
-    params = list(params)
-    if kind == "adam":
-        return make_adam(params, lr, eps=eps)
-    if kind == "rmsprop":
-        on_cuda = params[0].device.type == "cuda"
-        return torch.optim.RMSprop(params, lr=lr, eps=eps, alpha=alpha,
-                                   **({"capturable": True} if on_cuda else {"foreach": False}))
-    raise ValueError(f"unknown optimizer {kind!r}")

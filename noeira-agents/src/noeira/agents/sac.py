@@ -13,7 +13,8 @@ transitions in the device replay buffer; ``learn`` runs ``updates_per_step`` upd
 4. targets: Polyak averaging with rate ``tau``.
 
 The policy is a tanh-squashed Gaussian in ``[-1, 1]``, rescaled to the env's Box
-(``low + (a + 1)(high - low) / 2``); the buffer stores the ``[-1, 1]`` action.
+(``low + (a + 1)(high - low) / 2``); the buffer stores the ``[-1, 1]`` action. The
+Gaussian's sample and log-probability are computed in float32 whatever ``agent.precision``.
 """
 
 from __future__ import annotations
@@ -26,11 +27,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, QEnsemble, frozen, online_and_target, relu_mlp
+from noeira.agents.offpolicy import (
+    OffPolicyAgent,
+    OffPolicyConfig,
+    QEnsemble,
+    RecipeTables,
+    frozen,
+    online_and_target,
+    pick_recipe,
+    relu_mlp,
+)
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 
-__all__ = ["SAC", "SquashedGaussianActor"]
+__all__ = ["RECIPES", "SAC", "SquashedGaussianActor", "recipe"]
 
 
 class SquashedGaussianActor(nn.Module):
@@ -50,8 +60,8 @@ class SquashedGaussianActor(nn.Module):
         return mean, log_std
 
     def sample(self, obs: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        """A reparameterized action ``[B, act_dim]`` and its log-probability ``[B]``."""
-        mean, log_std = self(obs)
+        """A reparameterized action ``[B, act_dim]`` and its log-probability ``[B]`` (float32)."""
+        mean, log_std = (x.float() for x in self(obs))  # bf16 under autocast: sample in float32
         eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         x = mean + log_std.exp() * eps
         log_prob = (-0.5 * eps.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -68,9 +78,9 @@ class SAC(OffPolicyAgent):
         """SAC's keys (with those every off-policy agent takes)."""
 
         actor_lr: float = 3e-4
-        """Adam learning rate of the policy (and of the temperature)."""
+        """Learning rate of the policy (and of the temperature)."""
         critic_lr: float = 1e-3
-        """Adam learning rate of the twin critics."""
+        """Learning rate of the twin critics."""
         alpha: float = 0.2
         """Entropy temperature; the initial value when ``autotune``."""
         autotune: bool = True
@@ -103,32 +113,31 @@ class SAC(OffPolicyAgent):
     def explore(self, obs: Tensor) -> Tensor:
         return self.actor.sample(obs, self.generator)[0]
 
-    @torch.no_grad()
-    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
-        """``tanh(mean)`` (``deterministic``) or a policy sample, rescaled to the Box ``[B, act_dim]``."""
-        obs = obs.to(self.device)
-        a = torch.tanh(self.actor(obs)[0]) if deterministic else self.actor.sample(obs, self.generator)[0]
-        return self.to_env(a)
+    def policy_action(self, obs: Tensor, deterministic: bool) -> Tensor:
+        """``tanh(mean)`` (``deterministic``) or a policy sample ``[B, act_dim]``."""
+        return torch.tanh(self.actor(obs)[0]) if deterministic else self.actor.sample(obs, self.generator)[0]
 
     def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
         cfg = self.config
         alpha = self.log_alpha["log_alpha"].detach().exp()
 
         # 1. critics toward the soft TD target
-        with torch.no_grad():
+        with torch.no_grad(), self.autocast():
             next_action, next_log_prob = self.actor.sample(batch.next_obs, self.generator)
-            next_q = self.critic_target(batch.next_obs, next_action).min(0).values - alpha * next_log_prob
-            target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_q
-        q = self.critic(batch.obs, batch.action)  # [2, B]
+            next_q = self.critic_target(batch.next_obs, next_action).float().min(0).values
+        target = batch.reward + batch.discount * (1.0 - batch.terminated) * (next_q - alpha * next_log_prob)
+        with self.autocast():
+            q = self.critic(batch.obs, batch.action).float()  # [2, B]
         critic_loss = (q - target).square().mean(-1).sum()
         self.critic_opt.zero_grad(set_to_none=False)
         critic_loss.backward()
         self.critic_opt.step()
 
         # 2. actor: maximize min Q + entropy (gradients flow through the critic to the action only)
-        with frozen(self.critic):
+        with frozen(self.critic), self.autocast():
             action, log_prob = self.actor.sample(batch.obs, self.generator)
-            actor_loss = (alpha * log_prob - self.critic(batch.obs, action).min(0).values).mean()
+            min_q = self.critic(batch.obs, action).float().min(0).values
+        actor_loss = (alpha * log_prob - min_q).mean()
         self.actor_opt.zero_grad(set_to_none=False)
         actor_loss.backward()
         self.actor_opt.step()
@@ -145,17 +154,30 @@ class SAC(OffPolicyAgent):
         return {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": q.mean(), "alpha": alpha,
                 "entropy": -log_prob.mean()}
 
-    @classmethod
-    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
-        """Tuned defaults for the env (below whatever the user sets). Pendulum: 4 envs, one
-        update per transition, 3-step returns (which roughly halve the steps to solve it);
-        64-wide networks on the CPU (as good here, twice as fast), 256-wide elsewhere."""
-        if env_name == "pendulum":
-            small = backend_name == "cpu"
-            return {
-                "env": {"num_envs": 4},
-                "agent": {"hidden": [64, 64] if small else [256, 256], "batch_size": 128 if small else 256,
-                          "buffer_size": 100_000, "learning_starts": 1_000, "updates_per_step": 4, "n_step": 3},
-                "run": {"total_steps": 8_000, "log_interval": 100},
-            }
-        return {"run": {"total_steps": 1_000_000, "log_interval": 250}}
+
+RECIPES: RecipeTables = {
+    # Pendulum: 4 envs, one update per transition, 3-step returns (which roughly halve the steps to
+    # solve it); 64-wide networks on the CPU (as good here, twice as fast), 256-wide elsewhere
+    "pendulum": {
+        "cpu": {
+            "env": {"num_envs": 4},
+            "agent": {"hidden": [64, 64], "batch_size": 128, "buffer_size": 100_000, "learning_starts": 1_000,
+                      "updates_per_step": 4, "n_step": 3},
+            "run": {"total_steps": 8_000, "log_interval": 100},
+        },
+        "*": {
+            "env": {"num_envs": 4},
+            "agent": {"hidden": [256, 256], "batch_size": 256, "buffer_size": 100_000, "learning_starts": 1_000,
+                      "updates_per_step": 4, "n_step": 3},
+            "run": {"total_steps": 8_000, "log_interval": 100},
+        },
+    },
+    "*": {"*": {"run": {"total_steps": 1_000_000, "log_interval": 250}}},
+}
+"""SAC's tuned defaults: env name -> backend name -> recipe ("*": any other)."""
+
+
+def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
+    """Tuned defaults for ``env`` on ``backend`` (below whatever the user sets), from
+    :data:`RECIPES`; the same at any ``num_envs`` the user chooses."""
+    return pick_recipe(RECIPES, env, backend)

@@ -10,34 +10,49 @@ with the deterministic policy plus exploration noise (Gaussian, or Ornstein-Uhle
 2. every ``policy_delay``-th update: the actor ascends ``Q_1(s, mu(s))``, then the target
    actor and critics follow by Polyak averaging (rate ``tau``).
 
-Delayed updates, capture-safe: which updates of a ``learn()`` call also update the actor is
-a fixed pattern decided on the host from the update's index ``j`` within the call (update
-``j`` does when ``j % policy_delay == policy_delay - 1``), so every call records the same op
-sequence and the delay holds across calls when ``updates_per_step`` is a multiple of
-``policy_delay``. With fewer updates per call than ``policy_delay``, the last update of each
-call updates the actor (an effective delay of ``updates_per_step``).
+Delayed updates, capture-safe: the updates are counted since learning started, across
+``learn()`` calls (``num_updates``, on the device), and update ``i`` (from 0) also updates the
+actor and the targets when ``i % policy_delay == policy_delay - 1``. When ``updates_per_step``
+is a multiple of ``policy_delay`` (the Pendulum recipe: 4 and 2; DDPG: any and 1) every call
+starts at a multiple of ``policy_delay``, so that rule is a fixed pattern over the update's
+index ``j`` within the call (``j % policy_delay == policy_delay - 1``), decided on the host:
+only those updates compute the actor step. Otherwise (the defaults: 1 and 2) every update
+computes it and applies it only where the device flag says it is due: the actor's step is a
+:func:`~noeira.agents.optim.masked_step` (parameters and Adam state restored where not due) and
+the targets move with rate ``tau * due``. Both give the same numbers; the second costs an
+actor backward pass and a copy of the actor's parameters and optimizer state per update.
 
 Actions live in ``[-1, 1]`` (tanh), rescaled to the env's Box; noise scales are in those
 units (``exploration_noise = 0.1`` is 5% of the action range).
+
+:class:`DeterministicAgent` is this loop with the fixes as explicit arguments; :class:`TD3`
+passes them from its config, :class:`~noeira.agents.ddpg.DDPG` switches them off.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, QEnsemble, frozen, online_and_target, relu_mlp
+from noeira.agents.offpolicy import (
+    OffPolicyAgent,
+    OffPolicyConfig,
+    QEnsemble,
+    RecipeTables,
+    frozen,
+    online_and_target,
+    pick_recipe,
+    relu_mlp,
+)
+from noeira.agents.optim import masked_step
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.errors import ConfigError
 
-__all__ = ["TD3", "DeterministicActor", "DeterministicConfig"]
-
-log = logging.getLogger("noeira")
+__all__ = ["RECIPES", "TD3", "DeterministicActor", "DeterministicAgent", "DeterministicConfig", "recipe"]
 
 
 class DeterministicActor(nn.Module):
@@ -57,9 +72,9 @@ class DeterministicConfig(OffPolicyConfig):
     agent takes); DDPG takes exactly these."""
 
     actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
+    """Learning rate of the actor."""
     critic_lr: float = 3e-4
-    """Adam learning rate of the critics (DDPG: of the critic)."""
+    """Learning rate of the critics (DDPG: of the critic)."""
     exploration_noise: float = 0.1
     """Standard deviation of the exploration noise (Gaussian; OU's sigma), in [-1, 1] action units."""
     noise: str = "gaussian"
@@ -70,45 +85,50 @@ class DeterministicConfig(OffPolicyConfig):
     """Time step of the OU noise."""
 
 
-class TD3(OffPolicyAgent):
-    """Twin Delayed DDPG for 1-d ``Box`` action spaces."""
+@torch.no_grad()
+def _create_state(optimizer: torch.optim.Optimizer) -> None:
+    """Create the optimizer's state now, all zeros as its first step would create it (Adam's and
+    RMSprop's fresh state is zeros), so that :func:`masked_step` can restore it from the first
+    update on."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+    masked_step(optimizer, torch.zeros((), dtype=torch.bool, device=optimizer.param_groups[0]["params"][0].device))
+    for state in optimizer.state.values():
+        for v in state.values():
+            if isinstance(v, Tensor):
+                v.zero_()
 
-    @attrs.frozen
-    class Config(DeterministicConfig):
-        """TD3's keys: DDPG's (:class:`DeterministicConfig`) and those of its fixes."""
 
-        policy_noise: float = 0.2
-        """Standard deviation of the target policy smoothing noise."""
-        noise_clip: float = 0.5
-        """Clip of the target policy smoothing noise."""
-        policy_delay: int = 2
-        """Critic updates per actor (and target) update."""
+class DeterministicAgent(OffPolicyAgent):
+    """The deterministic-policy loop of TD3 and DDPG for 1-d ``Box`` action spaces, with TD3's
+    fixes as arguments: ``num_critics`` (clipped double-Q over them), ``policy_delay`` (critic
+    updates per actor and target update), ``policy_noise`` and ``noise_clip`` (target policy
+    smoothing; 0 switches it off)."""
 
-    config: Config
-    num_critics = 2
+    config: DeterministicConfig
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: DeterministicConfig, *, num_critics: int,
+                 policy_delay: int, policy_noise: float, noise_clip: float) -> None:
         super().__init__(spec, backend, config)
         cfg, dev = config, self.device
         if cfg.noise not in ("gaussian", "ou"):
             raise ConfigError(f"agent.noise: expected gaussian or ou, got {cfg.noise!r}")
-        self.policy_delay = getattr(cfg, "policy_delay", 1)
-        self.policy_noise = getattr(cfg, "policy_noise", 0.0)
-        self.noise_clip = getattr(cfg, "noise_clip", 0.0)
-        if self.policy_delay < 1:
-            raise ConfigError(f"agent.policy_delay: must be >= 1, got {self.policy_delay}")
-        if cfg.updates_per_step % self.policy_delay:
-            log.warning("agent.updates_per_step=%d is not a multiple of agent.policy_delay=%d: the actor updates "
-                        "at fixed updates of each learn() call (see noeira.agents.td3)", cfg.updates_per_step,
-                        self.policy_delay)
+        self.num_critics, self.policy_delay = num_critics, policy_delay
+        self.policy_noise, self.noise_clip = policy_noise, noise_clip
+        self.delay_on_device = cfg.updates_per_step % policy_delay != 0
+        """Whether the delay is decided per update on the device (else by the host pattern; module docstring)."""
         self.actor, self.actor_target = online_and_target(DeterministicActor, self.obs_dim, self.act_dim, cfg.hidden,
                                                           device=dev)
-        self.critic, self.critic_target = online_and_target(QEnsemble, self.num_critics, self.obs_dim, self.act_dim,
+        self.critic, self.critic_target = online_and_target(QEnsemble, num_critics, self.obs_dim, self.act_dim,
                                                             cfg.hidden, device=dev)
         self.nets.update({"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
                           "critic_target": self.critic_target})
         self.actor_opt = self.add_optimizer("actor", self.actor.parameters(), cfg.actor_lr)
         self.critic_opt = self.add_optimizer("critic", self.critic.parameters(), cfg.critic_lr)
+        if policy_delay > 1:
+            _create_state(self.actor_opt)  # a masked (skipped) first step then leaves no state behind
         self.ou_state = torch.zeros((self.num_envs, self.act_dim), device=dev)
 
     # -- exploration -------------------------------------------------------------------------
@@ -129,62 +149,96 @@ class TD3(OffPolicyAgent):
     def after_step(self, done: Tensor) -> None:
         self.ou_state.masked_fill_(done.unsqueeze(-1), 0.0)  # a fresh OU process per episode
 
-    @torch.no_grad()
-    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
-        """mu(s) (``deterministic``), else with Gaussian exploration noise; rescaled to the Box."""
-        obs = obs.to(self.device)
+    def policy_action(self, obs: Tensor, deterministic: bool) -> Tensor:
+        """mu(s) (``deterministic``), else with Gaussian exploration noise."""
         a = self.actor(obs)
         if not deterministic:
             a = (a + self.config.exploration_noise * self._noise(a.shape)).clamp(-1.0, 1.0)
-        return self.to_env(a)
+        return a
 
     # -- learning ----------------------------------------------------------------------------
-    def actor_due(self, j: int) -> bool:
-        """Whether update ``j`` of a learn() call also updates the actor (host-side pattern)."""
-        d, u = self.policy_delay, self.config.updates_per_step
-        return j % d == d - 1 or (u < d and j == u - 1)
-
     def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
         cfg = self.config
         # 1. critics toward the (smoothed) clipped double-Q target
-        with torch.no_grad():
+        with torch.no_grad(), self.autocast():
             next_action = self.actor_target(batch.next_obs)
             if self.policy_noise > 0:
                 smoothing = (self.policy_noise * self._noise(next_action.shape)).clamp(-self.noise_clip, self.noise_clip)
                 next_action = (next_action + smoothing).clamp(-1.0, 1.0)
-            next_q = self.critic_target(batch.next_obs, next_action).min(0).values
-            target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_q
-        q = self.critic(batch.obs, batch.action)  # [num_critics, B]
+            next_q = self.critic_target(batch.next_obs, next_action).float().min(0).values
+        target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_q
+        with self.autocast():
+            q = self.critic(batch.obs, batch.action).float()  # [num_critics, B]
         critic_loss = (q - target).square().mean(-1).sum()
         self.critic_opt.zero_grad(set_to_none=False)
         critic_loss.backward()
         self.critic_opt.step()
         metrics = {"critic_loss": critic_loss, "q_mean": q.mean()}
 
-        # 2. delayed actor and target updates
-        if self.actor_due(j):
-            with frozen(self.critic):
-                actor_loss = -self.critic(batch.obs, self.actor(batch.obs))[0].mean()
-            self.actor_opt.zero_grad(set_to_none=False)
-            actor_loss.backward()
+        # 2. delayed actor and target updates (module docstring)
+        d = self.policy_delay
+        due: Tensor | None = None
+        if self.delay_on_device:
+            due = (self.num_updates + j).remainder(d) == d - 1
+        elif j % d != d - 1:
+            return metrics
+        with frozen(self.critic), self.autocast():
+            actor_q = self.critic(batch.obs, self.actor(batch.obs))[0]
+        actor_loss = -actor_q.float().mean()
+        self.actor_opt.zero_grad(set_to_none=False)
+        actor_loss.backward()
+        if due is None:
             self.actor_opt.step()
-            self.polyak(self.actor_target, self.actor, cfg.tau)
-            self.polyak(self.critic_target, self.critic, cfg.tau)
-            metrics["actor_loss"] = actor_loss
+            tau: float | Tensor = cfg.tau
+        else:
+            masked_step(self.actor_opt, due)
+            tau = cfg.tau * due
+        self.polyak(self.actor_target, self.actor, tau)
+        self.polyak(self.critic_target, self.critic, tau)
+        metrics["actor_loss"] = actor_loss  # on the device path: the loss at every update, stepped or not
         return metrics
 
     def extra_state(self) -> dict[str, Tensor]:
         return {**super().extra_state(), "ou_state": self.ou_state}
 
-    @classmethod
-    def recipe(cls, env_name: str, backend_name: str) -> dict[str, Any]:
-        """Tuned defaults for the env (below whatever the user sets). Pendulum: 4 envs, one
-        update per transition, 3-step returns (which roughly halve the steps to solve it)."""
-        if env_name == "pendulum":
-            return {
-                "env": {"num_envs": 4},
-                "agent": {"hidden": [128, 128], "batch_size": 128, "buffer_size": 100_000, "learning_starts": 1_000,
-                          "updates_per_step": 4, "n_step": 3, "actor_lr": 1e-3, "critic_lr": 1e-3},
-                "run": {"total_steps": 8_000, "log_interval": 100},
-            }
-        return {"run": {"total_steps": 1_000_000, "log_interval": 250}}
+
+class TD3(DeterministicAgent):
+    """Twin Delayed DDPG for 1-d ``Box`` action spaces."""
+
+    @attrs.frozen
+    class Config(DeterministicConfig):
+        """TD3's keys: DDPG's (:class:`DeterministicConfig`) and those of its fixes."""
+
+        policy_noise: float = 0.2
+        """Standard deviation of the target policy smoothing noise."""
+        noise_clip: float = 0.5
+        """Clip of the target policy smoothing noise."""
+        policy_delay: int = 2
+        """Critic updates per actor (and target) update, counted across learn() calls."""
+
+    config: Config
+
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+        if config.policy_delay < 1:
+            raise ConfigError(f"agent.policy_delay: must be >= 1, got {config.policy_delay}")
+        super().__init__(spec, backend, config, num_critics=2, policy_delay=config.policy_delay,
+                         policy_noise=config.policy_noise, noise_clip=config.noise_clip)
+
+
+RECIPES: RecipeTables = {
+    # Pendulum: 4 envs, one update per transition, 3-step returns (which roughly halve the steps to solve it)
+    "pendulum": {"*": {
+        "env": {"num_envs": 4},
+        "agent": {"hidden": [128, 128], "batch_size": 128, "buffer_size": 100_000, "learning_starts": 1_000,
+                  "updates_per_step": 4, "n_step": 3, "actor_lr": 1e-3, "critic_lr": 1e-3},
+        "run": {"total_steps": 8_000, "log_interval": 100},
+    }},
+    "*": {"*": {"run": {"total_steps": 1_000_000, "log_interval": 250}}},
+}
+"""TD3's (and DDPG's) tuned defaults: env name -> backend name -> recipe ("*": any other)."""
+
+
+def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
+    """Tuned defaults for ``env`` (below whatever the user sets), from :data:`RECIPES`; the
+    same at any ``num_envs`` the user chooses."""
+    return pick_recipe(RECIPES, env, backend)

@@ -42,11 +42,18 @@ def plugin_config(obj: Any, data: Mapping[str, Any], path: str) -> Any:
     return structure(data, cls, path)
 
 
-def get_backend(name: str | Backend = "auto") -> Backend:
-    """The backend registered as ``name`` (``cpu``, ``cuda``, ``auto``, plugins)."""
+def get_backend(name: str | Backend = "auto", rank: int = 0, world_size: int = 1) -> Backend:
+    """The backend registered as ``name`` (``cpu``, ``cuda``, ``auto``, plugins); ``NAME:INDEX``
+    picks a device (``cuda:1``). A backend class is called as ``cls(index, rank, world_size)``."""
     if not isinstance(name, str):
         return name
-    backend = registry.load("backends", name)()
+    base, sep, index_text = name.partition(":")
+    index = None
+    if sep:
+        if not index_text.isdigit():
+            raise ConfigError(f"backend: {name!r} is not NAME or NAME:INDEX (e.g. cuda:1)")
+        index = int(index_text)
+    backend = registry.load("backends", base)(index, rank, world_size)
     if not backend.is_available():
         raise UserError(f"backend {name!r} is not available on this machine (try backend=auto)")
     return backend

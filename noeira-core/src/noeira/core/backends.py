@@ -14,14 +14,26 @@ __all__ = ["CpuBackend", "CudaBackend", "TorchBackend", "auto_backend"]
 
 
 class TorchBackend:
-    """A backend for one torch device type; subclasses set ``name`` and ``device``."""
+    """A backend for one torch device type; subclasses set ``name`` and ``device``.
+
+    ``rank`` and ``world_size`` place this process among those training together (0 and 1
+    alone; the driver's distributed launch sets them), so seeds can be offset by rank and
+    only rank 0 writes the run directory."""
 
     name = "torch"
     supports_graphs = False
 
-    def __init__(self, device: torch.device | str) -> None:
+    def __init__(self, device: torch.device | str, rank: int = 0, world_size: int = 1) -> None:
+        if not 0 <= rank < world_size:
+            raise UserError(f"backend: rank {rank} is not in [0, world_size={world_size})")
         self.device = torch.device(device)
+        self.rank, self.world_size = rank, world_size
         self.generators: list[torch.Generator] = []
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this is rank 0, the process that writes the run directory."""
+        return self.rank == 0
 
     def is_available(self) -> bool:
         return True
@@ -72,8 +84,8 @@ class CpuBackend(TorchBackend):
 
     name = "cpu"
 
-    def __init__(self) -> None:
-        super().__init__("cpu")
+    def __init__(self, index: int | None = None, rank: int = 0, world_size: int = 1) -> None:
+        super().__init__("cpu", rank, world_size)  # one CPU device: the index is ignored
 
 
 class CudaBackend(TorchBackend):
@@ -82,12 +94,14 @@ class CudaBackend(TorchBackend):
     name = "cuda"
     supports_graphs = True
 
-    def __init__(self, index: int | None = None) -> None:
+    def __init__(self, index: int | None = None, rank: int = 0, world_size: int = 1) -> None:
         available = torch.cuda.is_available()
-        super().__init__(torch.device("cuda", index if index is not None else (torch.cuda.current_device() if available else 0)))
+        if index is None:
+            index = torch.cuda.current_device() if available else 0
+        super().__init__(torch.device("cuda", index), rank, world_size)
 
     def is_available(self) -> bool:
-        return torch.cuda.is_available()
+        return torch.cuda.is_available() and self.device.index < torch.cuda.device_count()
 
     def require(self) -> CudaBackend:
         if not self.is_available():
@@ -105,7 +119,7 @@ class CudaBackend(TorchBackend):
         return torch.cuda.get_device_name(self.device) if self.is_available() else "cuda (unavailable)"
 
 
-def auto_backend() -> TorchBackend:
+def auto_backend(index: int | None = None, rank: int = 0, world_size: int = 1) -> TorchBackend:
     """``cuda`` when a CUDA device is available, else ``cpu``."""
-    cuda = CudaBackend()
-    return cuda if cuda.is_available() else CpuBackend()
+    cuda = CudaBackend(index, rank, world_size)
+    return cuda if cuda.is_available() else CpuBackend(index, rank, world_size)

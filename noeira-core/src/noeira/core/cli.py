@@ -24,7 +24,7 @@ from noeira.core.config import (
     describe,
     parse_overrides,
 )
-from noeira.core.errors import UserError
+from noeira.core.errors import Terminated, UserError
 from noeira.core.plugins import get_plugin_manager
 
 __all__ = ["main"]
@@ -40,16 +40,35 @@ def _print_keys(title: str, cls: type | None, console: Console) -> None:
     console.print(table)
 
 
+def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Console) -> None:
+    from noeira.core.api import get_backend
+    from noeira.core.recipes import find_recipes
+
+    backend = get_backend(str(overrides.get("backend", "auto")))
+    num_envs = overrides.get("env", {}).get("num_envs")
+    recipes = find_recipes(agent, env, backend.name, num_envs if isinstance(num_envs, int) else None)
+    if not recipes:
+        console.print(f"recipe: none for agent={agent} env={env} on {backend.name} (plugin defaults apply)\n")
+        return
+    console.print(f"recipes for agent={agent} env={env} on {backend.name}, lowest layer first "
+                  "(your --config and KEY=VALUE go above them):", highlight=False)
+    for r in recipes:
+        flat = ", ".join(f"{section}.{k}={v!r}" for section, table in r.values.items() for k, v in table.items())
+        console.print(f"  from {r.describe()}: {flat}", highlight=False, markup=False)
+    console.print("")
+
+
 def _train_help(overrides: dict[str, Any]) -> int:
     console = Console()
     console.print(
-        "usage: noeira train [KEY=VALUE ...] [--config FILE] [--run-dir DIR] [--debug]\n\n"
+        "usage: noeira train [KEY=VALUE ...] [--config FILE] [--run-dir DIR] [--overwrite] [--debug]\n\n"
         "Trains an agent on an env, writing a run directory (config.toml, record.json, "
         "metrics.jsonl, checkpoints/).\nKEY=VALUE overrides any config key: env=NAME, "
         "agent=NAME, backend=cpu|cuda|auto, graph=NAME, env.num_envs=N, agent.KEY=V, run.KEY=V.\n"
     )
     env_name = overrides.get("env", {}).get("name", DEFAULT_ENV)
     agent_name = overrides.get("agent", {}).get("name", DEFAULT_AGENT)
+    _print_recipes(agent_name, env_name, overrides, console)
     _print_keys(f"agent={agent_name} (agent.KEY)", getattr(registry.load("agents", agent_name), "Config", None), console)
     _print_keys(f"env={env_name} (env.KEY; also env.num_envs)",
                 getattr(registry.load("envs", split_name(env_name)[0]), "Config", None), console)
@@ -64,7 +83,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.help:
         return _train_help(parse_overrides(args.overrides))
     cfg = config_from_cli(args.overrides, args.config)
-    record = train(cfg, run_dir=args.run_dir)
+    record = train(cfg, run_dir=args.run_dir, overwrite=args.overwrite)
     ev = record.get("final_eval")
     evs = f", eval {ev['mean_return']:.1f} ± {ev['std_return']:.1f} over {ev['episodes']} episodes" if ev else ""
     print(
@@ -136,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", add_help=False, help="train an agent (no arguments: PPO on CartPole)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     p.add_argument("--config", help="a TOML config (a run's config.toml reproduces it)")
-    p.add_argument("--run-dir", help="where to write the run (default runs/ENV-AGENT-TIME)")
+    p.add_argument("--run-dir", help="where to write the run (default runs/ENV-AGENT-TIME); an existing run is "
+                   "refused unless run.resume names it (continue) or --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace the run already in --run-dir")
     p.add_argument("-h", "--help", action="store_true", help="show the keys of the chosen plugins")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train)
@@ -159,15 +180,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parse_args``, but ``train`` takes its KEY=VALUE overrides before and after options
+    (``noeira train --run-dir R run.resume=R``)."""
+    args, extra = parser.parse_known_args(argv)
+    if getattr(args, "command", None) == "train":
+        args.overrides += [x for x in extra if "=" in x and not x.startswith("-")]
+        extra = [x for x in extra if "=" not in x or x.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     err = Console(stderr=True, highlight=False)
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         if args.command is None:
-            args = parser.parse_args(["train", *argv])
+            args = _parse(parser, ["train", *argv])
         return int(args.func(args) or 0)
     except UserError as e:
         if debug:
@@ -175,8 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(f"noeira: error: {e}", markup=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
-        err.print("noeira: interrupted", markup=False)
+        err.print("noeira: interrupted (the run directory holds a checkpoint of the last iteration)", markup=False)
         return 130
+    except Terminated:
+        err.print("noeira: terminated by SIGTERM (the run directory holds a checkpoint of the last iteration)",
+                  markup=False)
+        return 143
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Run configuration: attrs classes structured by cattrs from TOML and dotted overrides.
 
-Layers, lowest first: each plugin's config defaults < the agent's recipe for the env and
-backend (``Agent.recipe``) < the ``--config`` TOML file < command-line overrides
+Layers, lowest first: each plugin's config defaults < the recipes for the agent, env and
+backend (the ``noeira_recipe`` hook, :mod:`noeira.core.recipes`) < the ``--config`` TOML file < command-line overrides
 (``agent.lr=3e-4 env.num_envs=4096``; ``env=NAME`` is short for ``env.name=NAME``, and
 likewise ``agent=``, ``graph=``). Unknown keys and wrong types are :class:`ConfigError`
 with the dotted path of the key (``agent.lr: expected a float, got 'fast'``).
@@ -72,13 +72,17 @@ class RunSection:
     log_interval: int = 1
     """Iterations (collect + learn) between reads of the device metrics."""
     checkpoint_interval: int = 0
-    """Iterations between checkpoints (0: only the final one)."""
+    """Iterations between checkpoints/latest.pt (0: by time only, see checkpoint_minutes)."""
+    checkpoint_minutes: float = 5.0
+    """Minutes of training between checkpoints/latest.pt, written at the next iteration's end,
+    so a crash loses at most about this much (0: by iterations only)."""
     progress: bool = True
     """Show a progress bar."""
     tensorboard: bool = False
     """Write TensorBoard event files under the run directory (needs tensorboard)."""
     resume: str = ""
-    """A checkpoint file or run directory to continue from."""
+    """A checkpoint file or run directory to continue from (the same directory as --run-dir
+    continues the run in place, appending to its metrics)."""
 
 
 @attrs.frozen
@@ -100,6 +104,9 @@ class RunConfig:
     agent: PluginSection
     graph: GraphConfig
     run: RunSection
+    recipes: tuple[str, ...] = ()
+    """The recipes layered under the user's values, lowest first (``plugin (distribution)``);
+    informational: ``config.toml`` holds the resolved values, not where they came from."""
 
     def to_dict(self) -> dict[str, Any]:
         env = {"name": self.env.name, "num_envs": self.num_envs, **_unstructure(self.env.config)}

@@ -21,11 +21,23 @@ __all__ = [
     "Backend",
     "BatchedEnv",
     "EnvSpec",
+    "EnvState",
     "GraphBackend",
+    "Network",
+    "NetworkSpec",
     "PhysicsEngine",
+    "PolicyState",
     "RobotDriver",
     "StepResult",
 ]
+
+EnvState = Tensor | dict[str, Tensor]
+"""An env's state: one ``[N, state_dim]`` tensor, or a dict of tensors each with a leading ``[N]``
+(nested names joined with a dot, e.g. ``inventory.wood``)."""
+
+PolicyState = Tensor | None
+"""A policy's recurrent state: one tensor whose dimension 1 is the batch (``[layers, B, hidden]``),
+or ``None`` for a feed-forward policy."""
 
 
 @runtime_checkable
@@ -34,9 +46,14 @@ class Backend(Protocol):
 
     name: str
     device: torch.device
+    """The device this process computes on (``cuda:1`` for a backend built with index 1)."""
     supports_graphs: bool
     generators: list[torch.Generator]
     """Every generator made by :meth:`generator`, so a graph backend can register them."""
+    rank: int
+    """This process's rank among ``world_size`` training processes (0 alone)."""
+    world_size: int
+    """How many processes train together (1 alone)."""
 
     def is_available(self) -> bool: ...
     def synchronize(self) -> None: ...
@@ -108,13 +125,15 @@ class BatchedEnv(Protocol):
         """Reset every env; returns ``obs`` ``[N, *obs_shape]``."""
     def step(self, action: Tensor) -> StepResult:
         """Step every env with ``action`` ``[N, *act_shape]``."""
-    def get_state(self) -> Tensor:
-        """The physical state, one row per env ``[N, state_dim]`` (the reference's layout)."""
-    def set_state(self, state: Tensor) -> None:
-        """Set the physical state ``[N, state_dim]``; the observation follows."""
+    def get_state(self) -> EnvState:
+        """The state: one tensor ``[N, state_dim]`` (the reference's layout) or a dict of
+        ``[N, ...]`` tensors (:data:`EnvState`)."""
+    def set_state(self, state: EnvState) -> None:
+        """Set the state (same structure, keys and shapes as :meth:`get_state`); the observation follows."""
     def pop_episode_stats(self) -> dict[str, Tensor]:
         """Device scalars ``return_sum``, ``length_sum``, ``count`` of episodes completed
-        since the last call, then zero them. No host sync."""
+        since the last call, and ``<key>_sum`` for each extra per-episode statistic the env
+        keeps (the driver reports ``episode_<key>`` = sum / count); then zero them. No host sync."""
     def close(self) -> None: ...
 
 
@@ -126,16 +145,76 @@ class Agent(Protocol):
     the gradient updates and returns metrics as device tensors (0-d). Both are capture-safe
     for agents meant to run under a graph backend. ``steps_per_collect`` is how many env
     steps one ``collect`` makes (known on the host, so the driver never syncs to count).
+
+    Acting outside ``collect`` (evaluation, ``noeira eval``, deployment) carries the policy
+    state::
+
+        state = agent.initial_state(num_envs)            # None for a feed-forward policy
+        done = torch.ones(num_envs, dtype=torch.bool)     # every env starts an episode
+        action, state = agent.act(obs, state, done, deterministic=True)
+        result = env.step(action); done = result.terminated | result.truncated
     """
 
     config: Any
     steps_per_collect: int
 
-    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor: ...
+    def initial_state(self, batch: int) -> PolicyState:
+        """The policy state for ``batch`` envs at an episode start (``None``: feed-forward)."""
+    def act(self, obs: Tensor, state: PolicyState = None, done: Tensor | None = None,
+            deterministic: bool = False) -> tuple[Tensor, PolicyState]:
+        """``obs [B, *obs_shape]`` -> ``(action [B, *act_shape], next state)``. Where ``done [B]``
+        is True the env has just started an episode, so the state is reset first (no host sync)."""
+    def set_total_steps(self, total_steps: int) -> None:
+        """Told once by the driver before training: the run's length in env steps (all
+        processes together), which schedules span unless the agent's config fixes them."""
     def collect(self, env: BatchedEnv) -> None: ...
     def learn(self) -> Mapping[str, Tensor]: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+@attrs.frozen
+class NetworkSpec:
+    """What a policy network (registry kind ``networks``) is built for.
+
+    ``outputs`` names each head and its width, e.g. ``{"actor": 2, "critic": 1}`` for an
+    actor-critic on ``Discrete(2)`` or ``{"q": 6}`` for a Q-network; ``output_gains`` the
+    initial scale of each head's last layer (1.0 when absent). ``hidden_sizes`` and
+    ``activation`` are the agent's keys of the same name: the layer widths (and so the layer
+    count) and the nonlinearity, which every network interprets for its kind; ``options``
+    are the network's own keys (``agent.network_options``)."""
+
+    observation_shape: tuple[int, ...]
+    outputs: Mapping[str, int]
+    device: torch.device
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    output_gains: Mapping[str, float] = attrs.field(factory=dict)
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class Network(Protocol):
+    """A policy network: an ``nn.Module`` built as ``cls(spec: NetworkSpec)``, found by name in
+    the ``noeira.networks`` group (``agent.network=NAME``).
+
+    Inputs are float observations ``[B, *observation_shape]`` (already normalised by the agent).
+    A feed-forward network has ``recurrent = False`` and ignores ``state``/``done``. A recurrent one
+    keeps its state in one tensor whose dimension 1 is the batch (``[layers, B, hidden]``);
+    ``done [B]`` marks envs whose episode starts at this input: their state is reset to
+    :meth:`initial_state`'s before the input is read, by arithmetic (``state * ~done``), not by a
+    host-side branch, so the forward pass can be recorded in a CUDA graph."""
+
+    recurrent: bool
+
+    def initial_state(self, batch: int) -> PolicyState:
+        """The state at an episode start for ``batch`` envs (``None`` when not recurrent)."""
+    def forward(self, obs: Tensor, state: PolicyState, done: Tensor) -> tuple[dict[str, Tensor], PolicyState]:
+        """One step: ``obs [B, ...]`` -> ``({head: [B, width]}, next state)``."""
+    def forward_sequence(self, obs: Tensor, state: PolicyState, done: Tensor) -> dict[str, Tensor]:
+        """A segment: ``obs [T, B, ...]``, the state before its first step, ``done [T, B]`` ->
+        ``{head: [T, B, width]}``, equal to ``T`` calls of :meth:`forward` (truncated BPTT:
+        gradients flow through the state within the segment, and stop where ``done`` resets it)."""
 
 
 @runtime_checkable

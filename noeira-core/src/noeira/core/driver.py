@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata as md
-import inspect
 import json
 import logging
 import math
 import os
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,9 +41,10 @@ from noeira.core.config import (
     parse_overrides,
     structure,
 )
-from noeira.core.contracts import Backend, BatchedEnv
-from noeira.core.errors import ConfigError, UserError
+from noeira.core.contracts import Agent, Backend, BatchedEnv
+from noeira.core.errors import ConfigError, Terminated, UserError
 from noeira.core.plugins import get_plugin_manager
+from noeira.core.recipes import find_recipes, merged_recipe
 
 __all__ = [
     "Pieces",
@@ -52,6 +54,8 @@ __all__ = [
     "config_from_cli",
     "evaluate",
     "load_checkpoint",
+    "prepare_run_dir",
+    "rank_seed",
     "resolve",
     "save_checkpoint",
     "train",
@@ -63,8 +67,15 @@ _TOP_KEYS = ("backend", "env", "agent", "graph", "run")
 DEFAULT_NUM_ENVS = 16
 
 
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of rank ``rank`` in a run seeded ``seed``: rank 0 keeps it, other ranks are
+    spread far apart so no two ranks (or a rank and an evaluation env) share a stream."""
+    return seed + 1_000_003 * rank
+
+
 def resolve(raw: Mapping[str, Any]) -> RunConfig:
-    """Layer the chosen agent's recipe under ``raw`` and structure every section."""
+    """Layer the recipes for the chosen agent, env and backend (``noeira_recipe``) under ``raw``
+    and structure every section."""
     for key in raw:
         if key not in _TOP_KEYS:
             raise ConfigError(f"{key}: unknown key (known keys: {', '.join(_TOP_KEYS)})")
@@ -81,7 +92,10 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
         if not isinstance(value, str):
             raise ConfigError(f"{path}: expected a string, got {value!r}")
     agent_cls = registry.load("agents", agent_name)
-    merged = deep_merge(_recipe(agent_cls, env_name, backend.name, raw.get("env", {}).get("num_envs")), raw)
+    user_envs = raw.get("env", {}).get("num_envs")
+    user_envs = user_envs if isinstance(user_envs, int) and not isinstance(user_envs, bool) and user_envs >= 1 else None
+    recipes = find_recipes(agent_name, env_name, backend.name, user_envs)
+    merged = deep_merge(merged_recipe(recipes), raw)
 
     env_data = dict(merged.get("env", {}))
     env_data.pop("name", None)
@@ -98,25 +112,15 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
     for key in ("total_steps", "log_interval"):
         if getattr(run, key) < 1:
             raise ConfigError(f"run.{key}: must be >= 1, got {getattr(run, key)}")
-    for key in ("eval_episodes", "checkpoint_interval"):
+    for key in ("eval_episodes", "checkpoint_interval", "checkpoint_minutes"):
         if getattr(run, key) < 0:
             raise ConfigError(f"run.{key}: must be >= 0, got {getattr(run, key)}")
+    index = backend_name.partition(":")[2]
     return RunConfig(
-        backend=backend.name, env=PluginSection(env_name, env_cfg), num_envs=num_envs,
-        agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
+        backend=f"{backend.name}:{index}" if index else backend.name, env=PluginSection(env_name, env_cfg),
+        num_envs=num_envs, agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
+        recipes=tuple(r.describe() for r in recipes),
     )
-
-
-def _recipe(agent_cls: Any, env_name: str, backend_name: str, num_envs: Any) -> dict[str, Any]:
-    """The agent's recipe for the env and backend; a recipe that takes ``num_envs`` is told
-    the user's choice (so it can size the run to it) when the user made one."""
-    recipe = getattr(agent_cls, "recipe", None)
-    if recipe is None:
-        return {}
-    if isinstance(num_envs, int) and not isinstance(num_envs, bool) and num_envs >= 1 \
-            and "num_envs" in inspect.signature(recipe).parameters:
-        return recipe(env_name, backend_name, num_envs=num_envs) or {}
-    return recipe(env_name, backend_name) or {}
 
 
 def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None) -> BatchedEnv:
@@ -132,18 +136,22 @@ def choose_graph(cfg: GraphConfig, backend: Backend) -> str:
 
 
 @torch.no_grad()
-def evaluate(agent: Any, env: BatchedEnv, episodes: int, seed: int) -> dict[str, Any]:
+def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int) -> dict[str, Any]:
     """Mean and std of the first episode's return in each of ``episodes`` envs, acting
-    deterministically. ``env`` must have ``num_envs == episodes``."""
+    deterministically (a recurrent policy carries its state). ``env`` must have
+    ``num_envs == episodes``."""
     obs = env.reset(seed=seed)
     n = env.num_envs
     returns = torch.zeros(n, dtype=torch.float64, device=env.device)
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
+    state, done = agent.initial_state(n), torch.ones(n, dtype=torch.bool, device=env.device)
     limit = env.max_episode_steps or 100_000
     for t in range(limit + 1):
-        result = env.step(agent.act(obs, deterministic=True))
+        action, state = agent.act(obs, state, done, deterministic=True)
+        result = env.step(action)
         returns += result.reward.double() * (~finished)
-        finished |= result.terminated | result.truncated
+        done = result.terminated | result.truncated
+        finished |= done
         obs = result.obs
         if t % 16 == 15 and bool(finished.all()):
             break
@@ -222,9 +230,10 @@ class Run:
 
     config: RunConfig
     dir: Path
+    """The run directory (written by rank 0 only)."""
     backend: Backend
     env: BatchedEnv
-    agent: Any
+    agent: Agent
     graph: str
     iteration: int = 0
     env_steps: int = 0
@@ -255,7 +264,7 @@ class Pieces:
     cfg: RunConfig
     backend: Backend
     env: BatchedEnv
-    agent: Any
+    agent: Agent
     capture_env: bool
     """Whether ``collect`` is recorded (``graph.capture_env``, else the env's ``capture_safe``)."""
     capture_train: bool
@@ -264,12 +273,14 @@ class Pieces:
         self.env.close()
 
 
-def build(cfg: RunConfig, graph_name: str = "eager") -> Pieces:
-    """Seed the backend, build env and agent, reset the env. Raises :class:`ConfigError`
-    for an explicit ``capture_env=true`` on an env that is not capture-safe."""
-    backend = get_backend(cfg.backend)
-    backend.seed(cfg.run.seed)
-    env = build_env(cfg, backend, seed=cfg.run.seed)
+def build(cfg: RunConfig, graph_name: str = "eager", backend: Backend | None = None) -> Pieces:
+    """Seed the backend (the seed offset by its rank), build env and agent, reset the env.
+    Raises :class:`ConfigError` for an explicit ``capture_env=true`` on an env that is not
+    capture-safe."""
+    backend = backend if backend is not None else get_backend(cfg.backend)
+    seed = rank_seed(cfg.run.seed, backend.rank)
+    backend.seed(seed)
+    env = build_env(cfg, backend, seed=seed)
     capture_env = cfg.graph.capture_env
     if capture_env and not env.capture_safe:
         raise ConfigError(f"graph.capture_env: env {cfg.env.name!r} declares its step not capture-safe; "
@@ -279,30 +290,112 @@ def build(cfg: RunConfig, graph_name: str = "eager") -> Pieces:
         if not env.capture_safe and graph_name != "eager":
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
-    if hasattr(agent, "set_total_steps"):  # optional: schedules (lr annealing, exploration) span the run
-        agent.set_total_steps(cfg.run.total_steps)
-    env.reset(seed=cfg.run.seed)
+    agent.set_total_steps(cfg.run.total_steps)
+    env.reset(seed=seed)
     return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)
 
 
-def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train as ``cfg`` says, writing the run directory; returns the record."""
-    pm = get_plugin_manager()
-    pm.hook.noeira_configure(config=cfg)
-    graph_name = choose_graph(cfg.graph, get_backend(cfg.backend))
-    graph = get_graph_backend(graph_name)
-    pieces = build(cfg, graph_name)
-    backend, env, agent, capture_env = pieces.backend, pieces.env, pieces.agent, pieces.capture_env
+class _StopRequests:
+    """SIGINT and SIGTERM during training: the first asks the loop to stop at the end of the
+    current iteration (a consistent checkpoint); a second SIGINT interrupts at once."""
 
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequests:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # asked twice: stop now
+        self.signal = signum
+        if signum == signal.SIGINT:
+            log.warning("stopping at the end of this iteration (Ctrl-C again to stop at once)")
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _is_run_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / name).exists() for name in ("config.toml", "record.json", "metrics.jsonl",
+                                                                     "checkpoints"))
+
+
+def prepare_run_dir(path: Path, cfg: RunConfig, overwrite: bool) -> None:
+    """Refuse to write over an existing run unless told what to do: ``run.resume`` naming that
+    run continues it in place; ``overwrite`` clears it first."""
+    if not _is_run_dir(path):
+        return
+    resume = Path(cfg.run.resume) if cfg.run.resume else None
+    if resume is not None and (resume.resolve() == path.resolve() or resume.resolve().parent.parent == path.resolve()):
+        return
+    if not overwrite:
+        raise UserError(f"--run-dir {path}: already holds a run; continue it with run.resume={path}, "
+                        "or pass --overwrite to replace it")
+    for name in ("config.toml", "record.json", "metrics.jsonl", "metrics.csv"):
+        (path / name).unlink(missing_ok=True)
+    for ckpt in (path / "checkpoints").glob("*.pt"):
+        ckpt.unlink()
+
+
+def episode_metrics(env: BatchedEnv, host: dict[str, float]) -> dict[str, float]:
+    """Turn the episode sums read from the device (``pop_episode_stats``) into means:
+    ``episode_return``, ``episode_length``, ``episode_<key>`` for each extra ``<key>_sum``, what the
+    env derives from those (``episode_metrics``), and ``episodes`` (the count). Edits ``host``."""
+    count = host.pop("count")
+    sums = {k[: -len("_sum")]: host.pop(k) for k in [k for k in host if k.endswith("_sum")]
+            if k in ("return_sum", "length_sum") or k[: -len("_sum")] in getattr(env, "episode_stat_keys", ())}
+    out: dict[str, float] = {}
+    if count > 0:
+        out = {f"episode_{k}": v / count for k, v in sums.items()}
+        derive = getattr(env, "episode_metrics", None)
+        if derive is not None:
+            out.update(derive(out))
+    host.update(out)
+    host["episodes"] = count
+    return host
+
+
+def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | None = None,
+          overwrite: bool = False) -> dict[str, Any]:
+    """Train as ``cfg`` says; returns the record. Rank 0 (the only process when training alone)
+    writes the run directory, calls the run hooks and evaluates; other ranks train beside it.
+    ``backend`` (default: ``cfg.backend``) is where this process computes, with its rank.
+
+    An existing run at ``run_dir`` is refused unless ``cfg.run.resume`` names it (continue in
+    place) or ``overwrite``. SIGINT or SIGTERM stop the loop at the end of an iteration with a
+    checkpoint (``checkpoints/latest.pt``) and ``record.json`` (outcome ``interrupted`` or
+    ``terminated``), then raise ``KeyboardInterrupt`` or :class:`Terminated`."""
+    pm = get_plugin_manager()
+    backend = backend if backend is not None else get_backend(cfg.backend)
+    main = backend.rank == 0
     path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "checkpoints").mkdir(exist_ok=True)
-    _atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
+    if main:
+        prepare_run_dir(path, cfg, overwrite)
+        pm.hook.noeira_configure(config=cfg)
+    graph_name = choose_graph(cfg.graph, backend)
+    graph = get_graph_backend(graph_name)
+    pieces = build(cfg, graph_name, backend)
+    env, agent, capture_env = pieces.env, pieces.agent, pieces.capture_env
+
+    if main:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "checkpoints").mkdir(exist_ok=True)
+        _atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
     if cfg.run.resume:
         ckpt = load_checkpoint(cfg.run.resume, map_location=backend.device)
-        agent.load_state_dict(ckpt["agent"])
         run.iteration, run.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
+        if run.env_steps >= cfg.run.total_steps:
+            env.close()
+            raise UserError(f"run.resume={cfg.run.resume}: that run is finished ({run.env_steps:,} of "
+                            f"run.total_steps={cfg.run.total_steps:,} steps); raise run.total_steps to train on")
+        agent.load_state_dict(ckpt["agent"])
 
     collect = graph.wrap(agent.collect, backend) if capture_env else agent.collect
     learn = graph.wrap(agent.learn, backend) if cfg.graph.capture_train else agent.learn
@@ -310,58 +403,65 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         "versions": _versions(cfg, graph_name), "commit": _git_commit(), "backend": backend.name,
         "device": backend.device_name(), "graph": graph_name, "capture_env": bool(capture_env),
         "capture_train": cfg.graph.capture_train, "run_dir": str(path), "start": run.started,
-        "resumed_from": cfg.run.resume or None,
+        "resumed_from": cfg.run.resume or None, "recipes": list(cfg.recipes),
+        "world_size": backend.world_size, "num_envs_per_rank": cfg.num_envs,
     }
+    steps_per_iteration = agent.steps_per_collect * backend.world_size  # the budget counts every rank's steps
+
+    def checkpoint(name: str) -> None:
+        if main:
+            ckpt = path / "checkpoints" / name
+            save_checkpoint(ckpt, agent, cfg, run.iteration, run.env_steps)
+            pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
+
     outcome = "failed"
-    pm.hook.noeira_run_started(run=run)
+    if main:
+        pm.hook.noeira_run_started(run=run)
     t0 = time.perf_counter()
     steps0 = run.env_steps
     window_t, window_steps = t0, run.env_steps
+    saved_t = t0
+    stop = _StopRequests()
     try:
-        while run.env_steps < cfg.run.total_steps:
-            collect(env)
-            metrics = learn()
-            run.iteration += 1
-            run.env_steps += agent.steps_per_collect
-            last = run.env_steps >= cfg.run.total_steps
-            if run.iteration % cfg.run.log_interval == 0 or last:
-                host = backend.to_host({**metrics, **env.pop_episode_stats()})
-                now = time.perf_counter()
-                count = host.pop("count")
-                ret_sum, len_sum = host.pop("return_sum"), host.pop("length_sum")
-                if count > 0:
-                    host["episode_return"] = ret_sum / count
-                    host["episode_length"] = len_sum / count
-                host["episodes"] = count
-                host["steps_per_second"] = (run.env_steps - window_steps) / max(now - window_t, 1e-9)
-                window_t, window_steps = now, run.env_steps
-                pm.hook.noeira_iteration(run=run, iteration=run.iteration, env_steps=run.env_steps, metrics=host)
-            if cfg.run.checkpoint_interval and run.iteration % cfg.run.checkpoint_interval == 0 and not last:
-                ckpt = path / "checkpoints" / "latest.pt"
-                save_checkpoint(ckpt, agent, cfg, run.iteration, run.env_steps)
-                pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
+        with stop:
+            while run.env_steps < cfg.run.total_steps and stop.signal is None:
+                collect(env)
+                metrics = learn()
+                run.iteration += 1
+                run.env_steps += steps_per_iteration
+                last = run.env_steps >= cfg.run.total_steps
+                if main and (run.iteration % cfg.run.log_interval == 0 or last):
+                    host = episode_metrics(env, backend.to_host({**metrics, **env.pop_episode_stats()}))
+                    now = time.perf_counter()
+                    host["steps_per_second"] = (run.env_steps - window_steps) / max(now - window_t, 1e-9)
+                    window_t, window_steps = now, run.env_steps
+                    pm.hook.noeira_iteration(run=run, iteration=run.iteration, env_steps=run.env_steps, metrics=host)
+                due_time = cfg.run.checkpoint_minutes > 0 and time.perf_counter() - saved_t >= 60 * cfg.run.checkpoint_minutes
+                due_iter = cfg.run.checkpoint_interval and run.iteration % cfg.run.checkpoint_interval == 0
+                if (due_time or due_iter) and not last:
+                    checkpoint("latest.pt")
+                    saved_t = time.perf_counter()
+        if stop.signal is not None:
+            raise Terminated() if stop.signal == signal.SIGTERM else KeyboardInterrupt()
         backend.synchronize()
         train_time = time.perf_counter() - t0
-        final = path / "checkpoints" / "final.pt"
-        save_checkpoint(final, agent, cfg, run.iteration, run.env_steps)
-        pm.hook.noeira_checkpoint_saved(run=run, path=final)
+        checkpoint("final.pt")
         record["train_seconds"] = train_time
         record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)
-        if cfg.run.eval_episodes:
+        if main and cfg.run.eval_episodes:
             eval_env = build_env(cfg, backend, num_envs=cfg.run.eval_episodes, seed=cfg.run.seed + 1)
             record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1)
             eval_env.close()
         outcome = "completed"
-    except KeyboardInterrupt:
-        outcome = "interrupted"
-        ckpt = path / "checkpoints" / "latest.pt"
-        save_checkpoint(ckpt, agent, cfg, run.iteration, run.env_steps)
-        pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
+    except (KeyboardInterrupt, Terminated) as err:
+        outcome = "terminated" if isinstance(err, Terminated) else "interrupted"
+        checkpoint("latest.pt")
         raise
     finally:
         record.update({"end": _now(), "env_steps": run.env_steps, "iterations": run.iteration, "outcome": outcome})
-        _atomic_write(path / "record.json", lambda p: p.write_text(json.dumps(_finite(record), indent=2) + "\n"))
-        pm.hook.noeira_run_finished(run=run, outcome=outcome, record=record)
+        if main:
+            _atomic_write(path / "record.json", lambda p: p.write_text(json.dumps(_finite(record), indent=2) + "\n"))
+            pm.hook.noeira_run_finished(run=run, outcome=outcome, record=record)
         env.close()
     return record
 
@@ -389,6 +489,7 @@ def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | No
     n = episodes or cfg.run.eval_episodes or 10
     env = build_env(cfg, be, num_envs=n, seed=cfg.run.seed + 1)
     agent = registry.load("agents", cfg.agent.name)(env.spec, be, cfg.agent.config)
+    agent.set_total_steps(cfg.run.total_steps)
     agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
     try:
         return evaluate(agent, env, n, seed=cfg.run.seed + 1)

@@ -1,4 +1,5 @@
-"""Shared bookkeeping for batched tensor envs: buffers, autoreset, time limit, episode stats.
+"""Shared bookkeeping for batched tensor envs: buffers, autoreset, time limit, episode stats,
+and :class:`StatePool` for resets whose cost is paid only by the envs that ended.
 
 A subclass writes the physics; this class does the rest, capture-safe (masks with
 ``torch.where``, in-place writes into buffers allocated once, no host sync)::
@@ -7,7 +8,21 @@ A subclass writes the physics; this class does the rest, capture-safe (masks wit
         def _reset_envs(self, mask):   # write fresh state where mask [N] is True
         def _advance(self, action):    # step the state; return (reward [N], terminated [N])
         def _observe(self, out):       # write the observation into out [N, *obs_shape]
-        def get_state(self) / set_state(self, state)
+        def get_state(self)            # a tensor [N, state_dim] or a dict of [N, ...] tensors
+        def _set_state(self, state)    # the same structure, already checked and cast
+
+Resets. ``_reset_envs(mask)`` runs every step with the mask of envs that just ended. For a
+small state (CartPole's four floats) draw fresh values for all envs and ``torch.where`` them
+in: cheap and branch-free. When a fresh state is expensive (a generated 64x64 world), draw
+from a :class:`StatePool` instead: fresh states are generated ahead, a fixed number per step
+(``refill_step``), and ``draw(mask, state)`` copies one into each ended env, so the work per
+step follows the envs that ended, not ``num_envs``.
+
+Episode statistics. Beside return and length, an env may keep per-episode values (an
+achievement unlocked, a distance reached): list their names in ``episode_stat_keys`` and
+return ``{key: [N] float}`` from ``_episode_values()`` (read right before the reset, where an
+episode ends). ``pop_episode_stats`` then also returns ``<key>_sum``, and the driver reports
+``episode_<key>`` (the mean over episodes) and whatever ``episode_metrics(means)`` derives.
 
 An env that is not capture-safe (it syncs with the host anyway) observes once per step when
 no env finished: the observation after the step is then the final one, copied. So
@@ -16,14 +31,17 @@ no env finished: the observation after the step is then the final one, copied. S
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
+
 import torch
 from torch import Tensor
 
-from noeira.core.contracts import Backend, EnvSpec, StepResult
+from noeira.core.contracts import Backend, EnvSpec, EnvState, StepResult
 from noeira.core.errors import ConfigError
 from noeira.core.spaces import Box, Discrete, MultiDiscrete, Space
 
-__all__ = ["TensorEnv", "check_action"]
+__all__ = ["StatePool", "TensorEnv", "check_action", "check_state"]
 
 
 def check_action(space: Space, action: Tensor, num_envs: int) -> None:
@@ -43,10 +61,121 @@ def check_action(space: Space, action: Tensor, num_envs: int) -> None:
         raise ValueError(f"action out of range for {space}")
 
 
+def check_state(name: str, want: EnvState, got: EnvState, device: torch.device) -> EnvState:
+    """``got`` as ``want``'s structure, shapes and dtypes, on ``device``; a one-line ``ValueError``
+    naming the first mismatch (a key, a shape) otherwise."""
+    if isinstance(want, Mapping):
+        if not isinstance(got, Mapping):
+            raise ValueError(f"{name}.set_state: expected a dict of tensors ({', '.join(want)}), got {type(got).__name__}")
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        if missing or extra:
+            raise ValueError(f"{name}.set_state: keys differ (missing: {', '.join(missing) or '-'}; "
+                             f"unknown: {', '.join(extra) or '-'})")
+        return {k: check_state(f"{name}[{k!r}]", want[k], got[k], device) for k in want}
+    if isinstance(got, Mapping):
+        raise ValueError(f"{name}.set_state: expected one tensor {tuple(want.shape)}, got a dict")
+    got = torch.as_tensor(got, device=device)
+    if tuple(got.shape) != tuple(want.shape):
+        raise ValueError(f"{name}.set_state: state shape {tuple(got.shape)} != {tuple(want.shape)}")
+    return got.to(want.dtype)
+
+
+class StatePool:
+    """Fresh env states generated ahead, drawn by the envs that ended (capture-safe).
+
+    ``generate(k)`` returns ``k`` fresh states as ``{key: [k, ...]}`` (the env's own generator
+    inside); the pool holds ``size`` of them. Each step an env calls :meth:`draw` with the mask
+    of envs that ended (they take the next pool entries in order) and :meth:`refill_step`, which
+    regenerates ``refill`` entries round-robin: fixed work per step, about the expected number
+    of resets per step. When more envs end than were refilled, entries are drawn again (two envs
+    may start from the same world); size the pool and the refill for the env's episode lengths.
+
+    On CUDA with Triton, :meth:`draw` runs one kernel per key whose programs return at once for
+    envs that did not end, so its cost follows the ended envs; elsewhere it gathers the ended
+    rows (a host sync, harmless off CUDA graphs) or, on CUDA without Triton, selects with
+    ``torch.where`` over every env.
+    """
+
+    def __init__(self, generate: Callable[[int], Mapping[str, Tensor]], size: int, refill: int,
+                 device: torch.device) -> None:
+        if size < 1 or not 1 <= refill <= size:
+            raise ConfigError(f"state pool: size must be >= 1 and refill in [1, size], got size={size}, refill={refill}")
+        self.generate, self.size, self.refill, self.device = generate, size, refill, torch.device(device)
+        self.states: dict[str, Tensor] = {k: v.to(self.device).clone() for k, v in generate(size).items()}
+        self.cursor = torch.zeros((), dtype=torch.int64, device=self.device)
+        """The next pool entry to draw."""
+        self.refill_cursor = torch.zeros((), dtype=torch.int64, device=self.device)
+        self._refill_offsets = torch.arange(refill, device=self.device)
+
+    def fill(self) -> None:
+        """Regenerate every entry (on ``reset(seed)``, so a seed fixes the worlds drawn)."""
+        for k, v in self.generate(self.size).items():
+            self.states[k].copy_(v)
+        self.cursor.zero_()
+        self.refill_cursor.zero_()
+
+    def refill_step(self) -> None:
+        """Regenerate ``refill`` entries, round-robin."""
+        idx = (self.refill_cursor + self._refill_offsets) % self.size
+        for k, v in self.generate(self.refill).items():
+            self.states[k].index_copy_(0, idx, v)
+        self.refill_cursor.copy_((self.refill_cursor + self.refill) % self.size)
+
+    def draw(self, mask: Tensor, into: Mapping[str, Tensor]) -> None:
+        """Copy pool entries into the rows of ``into[key]`` ``[N, ...]`` where ``mask [N]`` is True."""
+        order = torch.cumsum(mask, 0) - 1  # the i-th ended env takes entry cursor + i
+        src = (self.cursor + order) % self.size
+        copy_rows = _triton_rows() if self.device.type == "cuda" else None
+        if copy_rows is not None:
+            for k, dst in into.items():
+                copy_rows(dst, self.states[k], mask, src)
+        elif self.device.type == "cuda":
+            for k, dst in into.items():
+                m = mask.view(-1, *([1] * (dst.dim() - 1)))
+                dst.copy_(torch.where(m, self.states[k][src.clamp(min=0)], dst))
+        else:
+            rows = mask.nonzero().squeeze(1)
+            for k, dst in into.items():
+                dst.index_copy_(0, rows, self.states[k].index_select(0, src.index_select(0, rows)))
+        self.cursor.copy_((self.cursor + mask.sum()) % self.size)
+
+
+@functools.cache
+def _triton_rows() -> Callable[[Tensor, Tensor, Tensor, Tensor], None] | None:
+    """A Triton kernel copying ``pool[src[i]]`` into ``dst[i]`` where ``mask[i]``; None without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def copy_rows(dst, pool, mask, src, row_numel, BLOCK: tl.constexpr):  # noqa: N803
+        i = tl.program_id(0)
+        if tl.load(mask + i) == 0:
+            return
+        s = tl.load(src + i)
+        for start in range(0, row_numel, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            keep = offs < row_numel
+            tl.store(dst + i * row_numel + offs, tl.load(pool + s * row_numel + offs, mask=keep), mask=keep)
+
+    def run(dst: Tensor, pool: Tensor, mask: Tensor, src: Tensor) -> None:
+        if not (dst.is_contiguous() and pool.is_contiguous()):
+            raise ValueError("StatePool.draw: the env's state tensors must be contiguous")
+        n = dst.shape[0]
+        row = max(dst[0].numel(), 1) if dst.dim() > 1 else 1
+        copy_rows[(n,)](dst, pool, mask.view(torch.uint8), src, row, BLOCK=min(1024, triton.next_power_of_2(row)))
+
+    return run
+
+
 class TensorEnv:
     """Base for batched envs whose state is torch tensors. See the module docstring."""
 
     name: str = "env"
+    episode_stat_keys: tuple[str, ...] = ()
+    """Extra per-episode statistics this env reports (see :meth:`_episode_values`)."""
 
     def __init__(
         self,
@@ -81,7 +210,8 @@ class TensorEnv:
         self.elapsed = torch.zeros(n, dtype=torch.int64, device=dev)
         self.episode_return = torch.zeros(n, dtype=torch.float64 if dtype == torch.float64 else torch.float32, device=dev)
         self.episode_length = torch.zeros(n, dtype=torch.int64, device=dev)
-        self._stats = torch.zeros(3, dtype=torch.float64, device=dev)  # return_sum, length_sum, count
+        # return_sum, length_sum, count, then one sum per episode_stat_keys entry
+        self._stats = torch.zeros(3 + len(self.episode_stat_keys), dtype=torch.float64, device=dev)
         self._all = torch.ones(n, dtype=torch.bool, device=dev)
 
     # -- what a subclass writes ------------------------------------------------------------
@@ -94,11 +224,20 @@ class TensorEnv:
     def _observe(self, out: Tensor) -> None:
         raise NotImplementedError
 
-    def get_state(self) -> Tensor:
+    def get_state(self) -> EnvState:
         raise NotImplementedError
 
-    def _set_state(self, state: Tensor) -> None:
+    def _set_state(self, state: EnvState) -> None:
         raise NotImplementedError
+
+    def _episode_values(self) -> dict[str, Tensor]:
+        """``{key: [N] float}`` for each of ``episode_stat_keys``: the value of the episode each
+        env is in, read at the step it ends (before its reset)."""
+        return {}
+
+    def episode_metrics(self, means: Mapping[str, float]) -> dict[str, float]:
+        """Metrics derived on the host from the episode means (``episode_<key>``); none by default."""
+        return {}
 
     # -- the contract ----------------------------------------------------------------------
     @property
@@ -127,12 +266,8 @@ class TensorEnv:
         self._observe(self._result.obs)
         return self._result.obs
 
-    def set_state(self, state: Tensor) -> None:
-        state = torch.as_tensor(state, device=self.device)
-        want = tuple(self.get_state().shape)
-        if tuple(state.shape) != want:
-            raise ValueError(f"{self.name}.set_state: state shape {tuple(state.shape)} != {want}")
-        self._set_state(state.to(self.get_state().dtype))
+    def set_state(self, state: EnvState) -> None:
+        self._set_state(check_state(self.name, self.get_state(), state, self.device))
         self._observe(self._result.obs)
 
     def step(self, action: Tensor) -> StepResult:
@@ -150,9 +285,11 @@ class TensorEnv:
         self.episode_return += r.reward
         self.episode_length += 1
         d = done.to(self._stats.dtype)
-        self._stats += torch.stack(
-            [(self.episode_return * d).sum(), (self.episode_length * d).sum(), d.sum()]
-        ).to(self._stats.dtype)
+        sums = [(self.episode_return * d).sum(), (self.episode_length * d).sum(), d.sum()]
+        if self.episode_stat_keys:
+            values = self._episode_values()
+            sums += [(values[k].to(d.dtype) * d).sum() for k in self.episode_stat_keys]
+        self._stats += torch.stack([x.to(self._stats.dtype) for x in sums])
         self.episode_return.masked_fill_(done, 0)
         self.episode_length.masked_fill_(done, 0)
         self.elapsed.masked_fill_(done, 0)
@@ -166,7 +303,9 @@ class TensorEnv:
     def pop_episode_stats(self) -> dict[str, Tensor]:
         s = self._stats.clone()
         self._stats.zero_()
-        return {"return_sum": s[0], "length_sum": s[1], "count": s[2]}
+        out = {"return_sum": s[0], "length_sum": s[1], "count": s[2]}
+        out.update({f"{k}_sum": s[3 + i] for i, k in enumerate(self.episode_stat_keys)})
+        return out
 
     def close(self) -> None:
         pass

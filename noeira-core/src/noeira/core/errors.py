@@ -25,3 +25,8 @@ class ConfigError(UserError, ValueError):
 
 class CaptureError(NoeiraError, RuntimeError):
     """A step that cannot be recorded as a graph."""
+
+
+class Terminated(Exception):  # noqa: N818 (a signal, as KeyboardInterrupt)
+    """A run was asked to stop by SIGTERM (a batch scheduler, ``timeout``, ``kill``) and stopped
+    at an iteration's end with a checkpoint; the CLI exits with 143 (128 + SIGTERM)."""

@@ -5,8 +5,10 @@ it under the entry-point group ``noeira``; ``NOEIRA_DISABLE_PLUGIN_AUTOLOAD=1`` 
 autoloading off. Core's own progress display, JSON-lines metrics log and TensorBoard
 logging are implementations of these hooks too (:mod:`noeira.core.loggers`).
 
-Order within a run: ``noeira_configure`` -> ``noeira_run_started`` ->
-(``noeira_iteration`` | ``noeira_checkpoint_saved``)* -> ``noeira_run_finished``.
+Order within a run: ``noeira_recipe`` (while the config is resolved) -> ``noeira_configure``
+-> ``noeira_run_started`` -> (``noeira_iteration`` | ``noeira_checkpoint_saved``)* ->
+``noeira_run_finished``. In a run of several processes the run hooks are called on rank 0
+only (``run.backend.rank``), the one that writes the run directory.
 """
 
 from __future__ import annotations
@@ -23,6 +25,20 @@ if TYPE_CHECKING:
     from noeira.core.driver import Run
 
 hookspec = pluggy.HookspecMarker("noeira")
+
+
+@hookspec
+def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
+    """Tuned defaults for ``agent`` on ``env`` (names as configured, e.g. ``ppo``, ``cartpole``,
+    ``gym:LunarLander-v3``) on ``backend`` (``cpu``, ``cuda``...), or ``None`` to pass.
+
+    The result is a nested dict of config tables, ``{"env": {...}, "agent": {...}, "run": {...},
+    "graph": {...}}``. ``num_envs`` is the user's ``env.num_envs`` when they set it (a recipe may
+    size the run to it), else ``None``. Every implementation's result is layered below the
+    user's config (``--config`` file, then overrides), lowest first: other distributions' recipes
+    (by plugin name), then the agent's distribution's, then the env's distribution's, so the
+    distribution that ships an env has the last word on its recipes. ``noeira train --help``
+    lists which recipes applied and where they came from."""
 
 
 @hookspec

@@ -10,12 +10,13 @@ from noeira.core import hookspecs
 from noeira.core.errors import PluginLoadError
 from noeira.core.registry import entry_points
 
-__all__ = ["AUTOLOAD_ENV", "get_plugin_manager", "hookimpl", "reset_plugin_manager"]
+__all__ = ["AUTOLOAD_ENV", "get_plugin_manager", "hookimpl", "plugin_distribution", "reset_plugin_manager"]
 
 hookimpl = pluggy.HookimplMarker("noeira")
 AUTOLOAD_ENV = "NOEIRA_DISABLE_PLUGIN_AUTOLOAD"
 
 _pm: pluggy.PluginManager | None = None
+_dists: dict[str, str] = {}
 
 
 def _make() -> pluggy.PluginManager:
@@ -24,6 +25,8 @@ def _make() -> pluggy.PluginManager:
     pm = pluggy.PluginManager("noeira")
     pm.add_hookspecs(hookspecs)
     pm.register(loggers, name="noeira.core.loggers")
+    _dists.clear()
+    _dists["noeira.core.loggers"] = "noeira-core"
     if os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes"):
         for ep in entry_points("noeira"):
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
@@ -36,6 +39,7 @@ def _make() -> pluggy.PluginManager:
                     f"hook plugin {ep.name!r} from distribution {dist} failed to load: {type(err).__name__}: {err}"
                 ) from err
             pm.register(plugin, name=ep.name)
+            _dists[ep.name] = ep.dist.metadata["Name"] if ep.dist is not None else "?"
     return pm
 
 
@@ -45,6 +49,11 @@ def get_plugin_manager() -> pluggy.PluginManager:
     if _pm is None:
         _pm = _make()
     return _pm
+
+
+def plugin_distribution(name: str) -> str | None:
+    """The distribution that registered hook plugin ``name`` (None: registered in-process)."""
+    return _dists.get(name)
 
 
 def reset_plugin_manager() -> None:

@@ -19,7 +19,7 @@ from stevedore import NamedExtensionManager
 
 from noeira.core.errors import PluginLoadError, UnknownPluginError
 
-__all__ = ["KINDS", "PluginInfo", "entry_points", "list_plugins", "load"]
+__all__ = ["KINDS", "PluginInfo", "dist_of", "entry_points", "list_plugins", "load", "names"]
 
 KINDS: dict[str, str] = {
     "backends": "noeira.backends",
@@ -28,11 +28,12 @@ KINDS: dict[str, str] = {
     "agents": "noeira.agents",
     "physics": "noeira.physics",
     "robots": "noeira.robots",
+    "networks": "noeira.networks",
 }
 """kind -> entry-point group."""
 
 _SINGULAR = {"backends": "backend", "graph": "graph backend", "envs": "env", "agents": "agent",
-             "physics": "physics engine", "robots": "robot"}
+             "physics": "physics engine", "robots": "robot", "networks": "network"}
 
 
 @attrs.frozen
@@ -122,6 +123,11 @@ def load(kind: str, name: str) -> Any:
             f"{type(err).__name__}: {err}{_missing_extra_hint(ep, err)}"
         ) from err
     return mgr.extensions[0].plugin
+
+
+def dist_of(kind: str, name: str) -> str:
+    """The distribution that registers ``name`` in ``kind`` (nothing is imported)."""
+    return _dist_name(_find(kind, name))
 
 
 def names(kind: str) -> list[str]:

@@ -12,7 +12,7 @@ recording), then is recorded once with :class:`torch.cuda.CUDAGraph` and replaye
 later call. The call that records also replays, so every call does exactly one step's work:
 the warm-up calls are real iterations, nothing is run twice or skipped.
 
-What a recording assumes (the capture-safe rules of DESIGN.md; ``noeira check-capture``
+What a recording assumes (the capture-safe rules of ARCHITECTURE.md; ``noeira check-capture``
 finds the breaks and ``noeira verify-graph`` proves the result):
 
 * static inputs: every call passes the same objects (the same env); a tensor argument that

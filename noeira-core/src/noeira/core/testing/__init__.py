@@ -19,11 +19,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from noeira.core import registry
 from noeira.core.api import get_backend, make_env
-from noeira.core.contracts import Agent, Backend, BatchedEnv, EnvSpec, GraphBackend, StepResult
+from noeira.core.contracts import Agent, Backend, BatchedEnv, EnvSpec, GraphBackend, Network, NetworkSpec, StepResult
 from noeira.core.spaces import Box, Discrete, MultiDiscrete
 
-__all__ = ["check_agent", "check_backend", "check_env", "check_graph_backend"]
+__all__ = ["check_agent", "check_backend", "check_env", "check_graph_backend", "check_network"]
 
 EnvFactory = Callable[[int | None], BatchedEnv]
 
@@ -62,13 +63,12 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
     assert torch.equal(b.reset(seed=seed), obs), "reset(seed) is not deterministic"
     assert torch.equal(make(seed + 1).reset(seed=seed), obs), "reset(seed) must not depend on the construction seed"
 
-    state = a.get_state()
-    assert isinstance(state, Tensor) and state.dim() == 2 and state.shape[0] == n, \
-        f"get_state(): expected [num_envs, state_dim], got {tuple(state.shape)}"
+    state = _clone_state(a.get_state())
+    _check_state_layout(state, n)
     c = make(seed + 7)
     c.reset(seed=seed + 7)
-    c.set_state(state.clone())
-    assert torch.equal(c.get_state(), state), "set_state(get_state()) does not round-trip"
+    c.set_state(_clone_state(state))
+    _assert_same_state(state, c.get_state(), "set_state(get_state()) does not round-trip: get_state()")
     assert torch.allclose(c.obs.double(), a.obs.double()), "set_state does not update the observation"
 
     gen = torch.Generator(device=a.action_space.device if hasattr(a.action_space, "device") else "cpu")
@@ -76,6 +76,9 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
     limit = steps if steps is not None else (a.max_episode_steps or 200) + 2
     since_done = torch.zeros(n, dtype=torch.int64)
     dones = 0
+    running_return = torch.zeros(n, dtype=torch.float64)  # the host's own count of each episode
+    return_sum, length_sum = 0.0, 0
+    a.pop_episode_stats()  # from here on, the env's sums must match the host's
     obs_ptr = a.obs.data_ptr()
     for t in range(limit):
         action = a.action_space.sample(n, generator=gen)
@@ -101,26 +104,67 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
             expected = since_done >= a.max_episode_steps
             assert torch.equal(ra.truncated.cpu(), expected), \
                 f"truncated at t={t} does not follow max_episode_steps={a.max_episode_steps}"
+        running_return += ra.reward.double().cpu()
         dones += int(done.sum())
+        return_sum += float(running_return[done].sum())
+        length_sum += int(since_done[done].sum())
+        running_return[done] = 0.0
         since_done[done] = 0
     stats = a.pop_episode_stats()
     assert set(stats) >= {"return_sum", "length_sum", "count"}, "pop_episode_stats keys"
     assert int(stats["count"]) == dones, f"episode count {int(stats['count'])} != episodes ended {dones}"
-    assert int(a.pop_episode_stats()["count"]) == 0, "pop_episode_stats must zero the counts"
+    assert int(stats["length_sum"]) == length_sum, \
+        f"episode length sum {int(stats['length_sum'])} != {length_sum} counted on the host"
+    assert abs(float(stats["return_sum"]) - return_sum) <= 1e-4 * max(1.0, abs(return_sum)), \
+        f"episode return sum {float(stats['return_sum'])} != {return_sum} counted on the host"
+    for key in getattr(a, "episode_stat_keys", ()):
+        assert f"{key}_sum" in stats, f"pop_episode_stats: no {key}_sum for episode_stat_keys entry {key!r}"
+    again = a.pop_episode_stats()
+    assert all(float(v) == 0 for v in again.values()), "pop_episode_stats must zero every sum"
     for e in (a, b, c):
         e.close()
 
 
+def _clone_state(state: Any) -> Any:
+    if isinstance(state, Mapping):
+        return {k: v.clone() for k, v in state.items()}
+    return state.clone()
+
+
+def _check_state_layout(state: Any, n: int) -> None:
+    if isinstance(state, Mapping):
+        assert state, "get_state(): an empty dict"
+        for k, v in state.items():
+            assert isinstance(k, str), f"get_state(): key {k!r} is not a string"
+            assert isinstance(v, Tensor) and v.dim() >= 1 and v.shape[0] == n, \
+                f"get_state()[{k!r}]: expected a tensor with a leading [num_envs={n}], got {getattr(v, 'shape', v)}"
+    else:
+        assert isinstance(state, Tensor) and state.dim() == 2 and state.shape[0] == n, \
+            f"get_state(): expected [num_envs, state_dim] or a dict of [num_envs, ...], got {getattr(state, 'shape', state)}"
+
+
 def check_agent(agent: Agent, env: BatchedEnv, *, iterations: int = 2) -> None:
-    """Check an agent on ``env``: ``act`` fits the action space, ``collect`` and ``learn``
-    run, ``learn`` returns device scalars, checkpoints round-trip."""
+    """Check an agent on ``env``: ``act`` fits the action space and carries the policy state,
+    ``collect`` and ``learn`` run, ``learn`` returns device scalars, checkpoints round-trip."""
     assert isinstance(agent, Agent), f"{type(agent).__name__} does not implement Agent"
     assert isinstance(agent.steps_per_collect, int) and agent.steps_per_collect > 0, "steps_per_collect must be > 0"
+    agent.set_total_steps(10 * agent.steps_per_collect)
     obs = env.reset(seed=0).clone()  # env.obs is the env's buffer: collect below overwrites it
+    n = env.num_envs
+    start = torch.ones(n, dtype=torch.bool, device=env.device)
     for det in (True, False):
+        state0 = agent.initial_state(n)
+        assert state0 is None or (isinstance(state0, Tensor) and state0.dim() >= 2 and state0.shape[1] == n), \
+            "initial_state(batch): None or a tensor whose dimension 1 is the batch"
         with torch.no_grad():
-            act = agent.act(obs, deterministic=det)
-        assert tuple(act.shape) == (env.num_envs, *env.action_space.shape), \
+            act, state1 = agent.act(obs, state0, start, deterministic=det)
+            act2, state2 = agent.act(obs, state1, start, deterministic=True)
+        assert (state1 is None) == (state0 is None), "act must return a state exactly when initial_state gives one"
+        if det and state0 is not None:
+            again, _ = agent.act(obs, state2, start, deterministic=True)
+            first, _ = agent.act(obs, agent.initial_state(n), start, deterministic=True)
+            assert torch.equal(again, first), "act(done=True) must reset the state to the initial one"
+        assert tuple(act.shape) == (n, *env.action_space.shape), \
             f"act(deterministic={det}): shape {tuple(act.shape)}"
         if isinstance(env.action_space, (Discrete, MultiDiscrete)):
             assert env.action_space.contains(act), "act(): action outside the action space"
@@ -135,14 +179,61 @@ def check_agent(agent: Agent, env: BatchedEnv, *, iterations: int = 2) -> None:
             assert v.device.type == env.device.type, f"learn()[{k!r}] on {v.device}, not on the env's device"
     state = copy.deepcopy(agent.state_dict())
     with torch.no_grad():
-        before = agent.act(obs, deterministic=True).clone()
+        before = agent.act(obs, agent.initial_state(n), start, deterministic=True)[0].clone()
     agent.collect(env)
     agent.learn()
     agent.load_state_dict(state)
     _assert_same_state(state, agent.state_dict(), "state_dict")
     with torch.no_grad():
-        after = agent.act(obs, deterministic=True)
+        after = agent.act(obs, agent.initial_state(n), start, deterministic=True)[0]
     assert torch.equal(before, after), "load_state_dict(state_dict()) does not restore the policy"
+
+
+def check_network(network: str | type, *, observation_shape: tuple[int, ...] = (5,), batch: int = 3,
+                  steps: int = 6, device: str = "cpu", **spec_kw: Any) -> None:
+    """Check a policy network (a ``noeira.networks`` name or class): heads and shapes,
+    ``forward_sequence`` equal to step-by-step ``forward``, the state reset where ``done``, and
+    gradients that reach the parameters through a segment."""
+    cls = registry.load("networks", network) if isinstance(network, str) else network
+    spec = NetworkSpec(observation_shape=observation_shape, outputs={"actor": 4, "critic": 1},
+                       device=torch.device(device), **spec_kw)
+    torch.manual_seed(0)
+    net = cls(spec)
+    assert isinstance(net, Network) and isinstance(net, torch.nn.Module), f"{cls.__name__} does not implement Network"
+    assert isinstance(net.recurrent, bool), "recurrent must be a bool"
+    g = torch.Generator().manual_seed(1)
+    obs = torch.randn(steps, batch, *observation_shape, generator=g).to(device)
+    done = torch.rand(steps, batch, generator=g).to(device) < 0.3
+    done[0] = True
+    state0 = net.initial_state(batch)
+    if not net.recurrent:
+        assert state0 is None, "a feed-forward network's initial_state must be None"
+    else:
+        assert isinstance(state0, Tensor) and state0.dim() >= 2 and state0.shape[1] == batch, \
+            "initial_state(batch): a tensor whose dimension 1 is the batch"
+    with torch.no_grad():
+        state, stepped = state0, []
+        for t in range(steps):
+            out, state = net(obs[t], state, done[t])
+            assert set(out) == {"actor", "critic"}, f"forward: heads {sorted(out)} != ['actor', 'critic']"
+            assert tuple(out["actor"].shape) == (batch, 4) and tuple(out["critic"].shape) == (batch, 1), "head shapes"
+            stepped.append(out)
+        seq = net.forward_sequence(obs, state0, done)
+        for k in ("actor", "critic"):
+            want = torch.stack([o[k] for o in stepped])
+            assert tuple(seq[k].shape) == tuple(want.shape), f"forward_sequence[{k!r}]: shape {tuple(seq[k].shape)}"
+            assert torch.allclose(seq[k], want, atol=1e-5), f"forward_sequence[{k!r}] differs from step-by-step forward"
+        if net.recurrent:
+            noisy = state0 + 1.0
+            fresh, _ = net(obs[0], state0, torch.ones(batch, dtype=torch.bool, device=device))
+            reset, _ = net(obs[0], noisy, torch.ones(batch, dtype=torch.bool, device=device))
+            assert torch.allclose(fresh["actor"], reset["actor"]), "done=True must reset the state to initial_state"
+            kept, _ = net(obs[0], noisy, torch.zeros(batch, dtype=torch.bool, device=device))
+            assert not torch.allclose(kept["actor"], fresh["actor"]), "done=False must keep the state"
+    seq = net.forward_sequence(obs, state0, done)
+    (seq["actor"].square().mean() + seq["critic"].square().mean()).backward()
+    assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in net.parameters()), \
+        "no gradient reached the parameters through forward_sequence"
 
 
 def _assert_same_state(want: Any, got: Any, path: str) -> None:

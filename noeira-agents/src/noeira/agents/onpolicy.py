@@ -1,0 +1,163 @@
+"""What PPO and A2C share, by composition: :class:`ActorCriticRollout` owns the actor-critic,
+its rollout storage, the sampling generator, the reward scaler and the recurrent state of the
+training envs, and does the acting and collecting; each algorithm owns its optimizer and its
+update. Plus the small functions both updates use.
+
+``collect`` steps the batched env ``horizon`` times writing into preallocated ``[horizon,
+num_envs]`` buffers, on the device, capture-safe. A recurrent policy's state for the training
+envs lives on the device; its value at the segment start is stored (``buf.state0``) with the
+episode-start flags (``buf.starts``), so the update replays each segment from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from noeira.agents.policy import ActorCritic, ActorCriticConfig, precision_of
+from noeira.agents.precision import autocast
+from noeira.agents.rollout import RewardScaler, Rollout
+from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
+from noeira.core.errors import ConfigError
+
+__all__ = ["ActorCriticRollout", "anneal_factor", "explained_variance", "segment_minibatches"]
+
+
+class ActorCriticRollout:
+    """The acting half of an on-policy agent (see the module docstring)."""
+
+    def __init__(self, spec: EnvSpec, backend: Backend, cfg: ActorCriticConfig, horizon: int, gamma: float) -> None:
+        dev = backend.device
+        self.spec, self.device, self.horizon = spec, dev, horizon
+        self.precision = precision_of(cfg)
+        self.norm_obs = cfg.norm_obs
+        n = spec.num_envs
+        self.steps_per_collect = horizon * n
+        self.policy = ActorCritic(spec, cfg, dev)
+        self.recurrent = self.policy.recurrent
+        self.reward_scaler = RewardScaler(n, gamma, cfg.reward_clip, dev) if cfg.norm_reward else None
+        init = self.policy.initial_state(n)
+        head = self.policy.head
+        self.buf = Rollout(horizon, n, self.policy.obs_dim, head.action_shape, head.action_dtype, dev, init)
+        # the one generator for sampling actions and minibatches, seeded from torch's global RNG
+        # (which the driver seeds with run.seed)
+        self.generator = backend.generator(int(torch.randint(0, 2**62, (1,)).item()))
+        # the training envs' policy state and episode-start flags, carried across collects
+        self.state: PolicyState = None if init is None else init.clone()
+        self.starts = torch.ones(n, dtype=torch.bool, device=dev)
+        self.steps_done = torch.zeros((), dtype=torch.float64, device=dev)
+
+    def autocast(self) -> Any:
+        return autocast(self.precision, self.device)
+
+    @torch.no_grad()
+    def act(self, obs: Tensor, state: PolicyState = None, done: Tensor | None = None,
+            deterministic: bool = False) -> tuple[Tensor, PolicyState]:
+        """``obs [B, *obs_shape]`` -> (env actions ``[B, *act_shape]`` clipped to a Box, next state)."""
+        x = self.policy.observe(obs)
+        if self.recurrent and state is None:
+            state = self.policy.initial_state(x.shape[0])
+        with self.autocast():
+            if deterministic:
+                action, state = self.policy.mode(x, state, done)
+            else:
+                action, _, _, state = self.policy.act(x, state, done, self.generator)
+        return self.policy.head.to_env(action), state
+
+    @torch.no_grad()
+    def collect(self, env: BatchedEnv) -> None:
+        """``horizon`` steps of every env into the rollout buffers."""
+        buf, policy = self.buf, self.policy
+        if self.state is not None:
+            buf.state0.copy_(self.state)
+        state = self.state
+        obs = env.obs
+        for t in range(self.horizon):
+            x = policy.observe(obs, update=self.norm_obs)
+            buf.starts[t] = self.starts
+            with self.autocast():
+                action, logprob, value, state = policy.act(x, state, self.starts, self.generator)
+            buf.obs[t] = x
+            buf.actions[t] = action
+            buf.logprobs[t] = logprob
+            buf.values[t] = value
+
+            step = env.step(policy.head.to_env(action))
+            done = step.terminated | step.truncated
+            # V(final_obs) for every env (no data-dependent branch); used where truncated. A
+            # recurrent critic reads it with the state the episode reached.
+            with self.autocast():
+                buf.final_values[t] = policy.value(policy.observe(step.final_obs), state)
+            reward = step.reward.float()
+            if self.reward_scaler is not None:
+                reward = self.reward_scaler(reward, done)
+            buf.rewards[t] = reward
+            buf.terminated[t] = step.terminated
+            buf.truncated[t] = step.truncated
+            buf.dones[t] = done
+            self.starts.copy_(done)
+            obs = step.obs
+        if self.state is not None:
+            self.state.copy_(state)
+        self.steps_done += self.steps_per_collect
+
+    def evaluate(self, idx: Tensor, segments: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """The stored actions under the current weights: ``(log_prob, entropy, value)``, flat.
+        ``segments``: ``idx`` are env indices and each whole segment is replayed from its stored
+        state (required for a recurrent policy); else ``idx`` are flat row indices."""
+        buf = self.buf
+        with self.autocast():
+            if segments:
+                state0 = None if buf.state0 is None else buf.state0[:, idx]
+                out = self.policy.evaluate_sequence(buf.obs[:, idx], buf.actions[:, idx], state0, buf.starts[:, idx])
+                return tuple(y.reshape(-1) for y in out)  # type: ignore[return-value]
+            flat = lambda x: x.view(self.steps_per_collect, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [T*N, ...]
+            return self.policy.evaluate(flat(buf.obs)[idx], flat(buf.actions)[idx])
+
+    def progress(self, total_steps: int) -> Tensor:
+        """Fraction of the run done before this batch, a device scalar in [0, 1]."""
+        if total_steps <= 0:
+            return torch.zeros((), device=self.device)
+        return ((self.steps_done - self.steps_per_collect) / total_steps).clamp(0, 1).float()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks (with observation statistics), reward statistics, the step counter and the
+        generator. The training envs' recurrent state is per episode and not saved."""
+        return {
+            "policy": self.policy.state_dict(),
+            "reward_scaler": self.reward_scaler.state_dict() if self.reward_scaler is not None else None,
+            "steps_done": self.steps_done.clone(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Load in place (tensors keep their storage, so recorded graphs stay valid)."""
+        self.policy.load_state_dict(state["policy"])
+        if self.reward_scaler is not None and state.get("reward_scaler") is not None:
+            self.reward_scaler.load_state_dict(state["reward_scaler"])
+        self.steps_done.copy_(torch.as_tensor(state["steps_done"]))
+        gen = state["generator"]
+        self.generator.set_state(gen.cpu() if isinstance(gen, Tensor) else gen)
+
+
+def anneal_factor(progress: Tensor) -> Tensor:
+    """Linear annealing to 0 over the run: ``1 - progress``."""
+    return 1.0 - progress
+
+
+def explained_variance(values: Tensor, returns: Tensor) -> Tensor:
+    """``1 - Var(R - V) / Var(R)``: how much of the returns' variance the critic explains."""
+    return 1 - (returns - values).var() / (returns.var() + 1e-8)
+
+
+def segment_minibatches(num_envs: int, num_minibatches: int) -> int:
+    """Envs per minibatch when minibatches are whole env segments (recurrent policies,
+    prioritized sampling); a :class:`ConfigError` when there are fewer envs than minibatches."""
+    per = num_envs // num_minibatches
+    if per < 1:
+        raise ConfigError(f"agent.num_minibatches: minibatches of whole env segments need >= {num_minibatches} envs, "
+                          f"got {num_envs}")
+    return per
