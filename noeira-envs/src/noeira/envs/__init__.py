@@ -11,19 +11,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gymnasium.vector import AutoresetMode
+
     from noeira.envs.gymnasium_vector import NoeiraVectorEnv
     from noeira.envs.sb3_vec import NoeiraSB3VecEnv
 
 __all__ = ["to_gymnasium", "to_sb3"]
 
 
-def to_gymnasium(env: Any, numpy: bool = True) -> NoeiraVectorEnv:
-    """Any noeira ``BatchedEnv`` as a gymnasium ``VectorEnv`` (same-step autoreset, final
-    observations in ``info["final_obs"]``); see :class:`noeira.envs.gymnasium_vector.NoeiraVectorEnv`.
-    ``numpy=False`` keeps torch tensors on the env's device instead of numpy arrays."""
+def to_gymnasium(env: Any, numpy: bool = True, *, autoreset_mode: str | AutoresetMode = "next-step") -> NoeiraVectorEnv:
+    """Any noeira ``BatchedEnv`` as a gymnasium ``VectorEnv``; see
+    :mod:`noeira.envs.gymnasium_vector`. ``autoreset_mode``: ``"next-step"`` (gymnasium's
+    default: the step after an env ends resets it, ignoring its action; needs a ``TensorEnv``),
+    ``"same-step"`` (noeira's: reset within the step, the last observation in
+    ``info["final_obs"]``) or ``"disabled"``, or a ``gymnasium.vector.AutoresetMode``.
+    ``reset(options={"reset_mask": mask})`` resets some envs; bad actions raise
+    ``gymnasium.error.InvalidAction``. ``numpy=False`` keeps torch tensors on the env's device."""
     from noeira.envs.gymnasium_vector import NoeiraVectorEnv
 
-    return NoeiraVectorEnv(env, numpy=numpy)
+    return NoeiraVectorEnv(env, numpy=numpy, autoreset_mode=autoreset_mode)
 
 
 def to_sb3(env: Any) -> NoeiraSB3VecEnv:
