@@ -154,11 +154,12 @@ def _triton_rows() -> Callable[[Tensor, Tensor, Tensor, Tensor], None] | None:
         i = tl.program_id(0)
         if tl.load(mask + i) == 0:
             return
-        s = tl.load(src + i)
+        s = tl.load(src + i).to(tl.int64)
+        row = i.to(tl.int64) * row_numel  # int64: a million 4 KiB rows overflow int32 offsets
         for start in range(0, row_numel, BLOCK):
             offs = start + tl.arange(0, BLOCK)
             keep = offs < row_numel
-            tl.store(dst + i * row_numel + offs, tl.load(pool + s * row_numel + offs, mask=keep), mask=keep)
+            tl.store(dst + row + offs, tl.load(pool + s * row_numel + offs, mask=keep), mask=keep)
 
     def run(dst: Tensor, pool: Tensor, mask: Tensor, src: Tensor) -> None:
         if not (dst.is_contiguous() and pool.is_contiguous()):

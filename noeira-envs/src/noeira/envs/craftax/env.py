@@ -1,0 +1,129 @@
+"""Craftax-Classic (Matthews et al., "Craftax: A Lightning-Fast Benchmark for Open-Ended
+Reinforcement Learning", ICML 2024) for ``N`` worlds at once in torch, exact to the reference
+(pip ``craftax==1.6.1``, ``craftax.craftax_classic``, symbolic, default ``EnvParams``).
+
+- Observation: ``Box`` of 1,345 float32, the reference's symbolic layout (:mod:`.render`).
+- Action: ``Discrete(17)`` (noop, left, right, up, down, do, sleep, place stone / table /
+  furnace / plant, make wood / stone / iron pickaxe, make wood / stone / iron sword).
+- Reward: achievements newly unlocked + 0.1 x the change of health (:mod:`.game`).
+- The reference ends an episode with one ``done``; here ``terminated`` = dead or standing
+  on lava, ``truncated`` = the 10,000-step limit and not terminated. Same-step autoreset.
+- State: ``get_state()``/``set_state()`` exchange the reference's ``EnvState`` leaves as a dict
+  of batched tensors (:mod:`.state`; ``state_rng`` left out).
+- Randomness (world generation, mob moves, spawns, saplings, some skeleton moves) comes
+  from the env's device generator with the reference's distributions; the rest is exact.
+- Resets: fresh worlds are generated into a :class:`~noeira.core.envbase.StatePool` ahead of
+  time, ``reset_refill`` per step, and copied into the worlds that ended.
+- Episode statistics: ``episode_achievement_<name>`` (the share of episodes that unlocked
+  it) for the 22 achievements, and ``craftax_score`` (their geometric mean, Craftax's score).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import attrs
+import torch
+from torch import Tensor
+
+from noeira.core import Backend, Box, ConfigError, Discrete, TensorEnv
+from noeira.core.contracts import StepResult
+from noeira.core.envbase import StatePool
+from noeira.envs.craftax import game, render, worldgen
+from noeira.envs.craftax.constants import ACHIEVEMENTS, MAX_TIMESTEPS, NUM_ACTIONS, OBS_SIZE, light_tables
+from noeira.envs.craftax.state import empty_state, export_state, import_state
+
+__all__ = ["CraftaxClassic"]
+
+
+class CraftaxClassic(TensorEnv):
+    """``num_envs`` Craftax-Classic worlds (see the module docstring)."""
+
+    name = "craftax-classic"
+    episode_stat_keys = tuple(f"achievement_{a}" for a in ACHIEVEMENTS)
+
+    @attrs.frozen
+    class Config:
+        reset_pool: int = 0
+        """Fresh worlds generated ahead for resets (0: num_envs / 8, at least 16 and at most num_envs).
+        When more worlds end than were refilled, pool worlds are reused."""
+        reset_refill: int = 0
+        """Pool worlds regenerated per step (0: pool / 32, at least 1): about the resets per step
+        (random-policy episodes last ~200 steps; trained agents' longer)."""
+        validate_actions: bool = False
+        """Check every action's shape, dtype and range before stepping (syncs with the host:
+        for debugging, not for speed or graph capture)."""
+
+    def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
+        dev = backend.device
+        super().__init__(
+            num_envs,
+            backend,
+            Box(torch.zeros(OBS_SIZE), torch.ones(OBS_SIZE), dtype=torch.float32, device=dev),
+            Discrete(NUM_ACTIONS, device=dev),
+            MAX_TIMESTEPS,
+            seed=seed,
+            capture_safe=True,
+            validate_actions=config.validate_actions,
+        )
+        self.config = config
+        light, zombie_chance = light_tables(MAX_TIMESTEPS + 1)
+        self.tables = game.Tables(dev, light, zombie_chance)
+        self._light0 = float(light[0])
+        self.s = empty_state(num_envs, dev)
+        pool = config.reset_pool or min(num_envs, max(16, num_envs // 8))
+        refill = config.reset_refill or max(1, pool // 32)
+        if pool < 1 or not 1 <= refill <= pool:
+            raise ConfigError(f"env.reset_pool / env.reset_refill: need pool >= 1 and 1 <= refill <= pool, got {pool}, {refill}")
+        self.pool = StatePool(self.generate, pool, refill, dev)
+        self.reset(seed)
+
+    def generate(self, k: int) -> dict[str, Tensor]:
+        """``k`` fresh initial states (compact layout), from the env's generator."""
+        return worldgen.generate(k, self.generator, self.device, self._light0)
+
+    # -- TensorEnv -----------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> Tensor:
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self.pool.fill()
+        return super().reset()
+
+    def _reset_envs(self, mask: Tensor) -> None:
+        self.pool.draw(mask, self.s)
+
+    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        self.pool.refill_step()
+        draws = game.sample_draws(self.num_envs, self.generator, self.device)
+        return game.step(self.s, action, draws, self.tables)
+
+    def step(self, action: Tensor) -> StepResult:
+        r = super().step(action)
+        r.truncated &= ~r.terminated  # the time limit counts only for worlds still alive
+        return r
+
+    def _observe(self, out: Tensor) -> None:
+        render.symbolic(self.s, out)
+
+    def get_state(self) -> dict[str, Tensor]:
+        """The reference's ``EnvState`` leaves, batched: ``{"map": [N, 64, 64] int32, ...}``."""
+        return export_state(self.s)
+
+    def _set_state(self, state: dict[str, Tensor]) -> None:
+        import_state(state, self.s)
+        self.elapsed.copy_(self.s["timestep"])
+
+    def _episode_values(self) -> dict[str, Tensor]:
+        ach = self.s["achievements"].float()
+        return {k: ach[:, i] for i, k in enumerate(self.episode_stat_keys)}
+
+    def episode_metrics(self, means: Mapping[str, float]) -> dict[str, float]:
+        """``craftax_score``: the geometric mean over the achievements of 1 + the success rate in
+        percent, minus 1 (Craftax's score)."""
+        rates = [100.0 * means.get(f"episode_achievement_{a}", 0.0) for a in ACHIEVEMENTS]
+        return {"craftax_score": math.exp(sum(math.log(1.0 + r) for r in rates) / len(rates)) - 1.0}
+
+    def render(self) -> Tensor:
+        """RGB frames of every world's local view [N, 56, 72, 3] uint8."""
+        return render.render_rgb(self.s)

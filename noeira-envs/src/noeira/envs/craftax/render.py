@@ -1,0 +1,144 @@
+"""What the agent sees: the reference's symbolic observation (``render_craftax_symbolic``,
+1,345 float32) and RGB frames of the same local view for videos.
+
+Symbolic layout, as the reference flattens it: the 7x9 view around the player (rows, then
+columns), 21 floats per cell (a one-hot of the 17 block types, cells off the map being
+``OUT_OF_BOUNDS``, then one flag per mob kind: zombie, cow, skeleton, arrow); the 12
+inventory counts / 10, health, food, drink, energy / 10, the facing direction one-hot
+(left, right, up, down), the light level, sleeping.
+
+Quirks kept: the /10 scalars are float16 as XLA computes them (``f16(f16(x) * f16(0.1))``,
+its division by a constant); each mob slot writes its flag in turn, alive and on screen or
+not, at its view cell with negative indices wrapped once (a scatter of JAX), so a slot off
+screen above or left of the view, or a dead slot sharing a cell, clears the flag an earlier
+slot of its kind set there.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from noeira.envs.craftax.constants import (
+    MAP_SIZE,
+    MOBS,
+    NUM_BLOCKS,
+    NUM_MOB_KINDS,
+    OBS_COLS,
+    OBS_ROWS,
+    OUT_OF_BOUNDS,
+)
+
+__all__ = ["render_rgb", "symbolic"]
+
+CELLS = OBS_ROWS * OBS_COLS
+CHANNELS = NUM_BLOCKS + NUM_MOB_KINDS
+
+
+@functools.cache
+def _half_tenth(device: torch.device) -> Tensor:
+    return torch.tensor(0.1, dtype=torch.float16, device=device)  # made once per device, before any capture
+
+
+def _view_cells(pos: Tensor, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Flat map index of each view cell [N, 63] (clamped) and whether it is on the map."""
+    r = torch.arange(OBS_ROWS, device=device).repeat_interleave(OBS_COLS) - OBS_ROWS // 2
+    c = torch.arange(OBS_COLS, device=device).repeat(OBS_ROWS) - OBS_COLS // 2
+    x = pos[:, :1].long() + r
+    y = pos[:, 1:].long() + c
+    inside = (x >= 0) & (x < MAP_SIZE) & (y >= 0) & (y < MAP_SIZE)
+    return x.clamp(0, MAP_SIZE - 1) * MAP_SIZE + y.clamp(0, MAP_SIZE - 1), inside
+
+
+def view_blocks(s: dict[str, Tensor]) -> Tensor:
+    """Block type of each view cell [N, 63] (uint8), ``OUT_OF_BOUNDS`` off the map."""
+    n = s["map"].shape[0]
+    idx, inside = _view_cells(s["player_position"], s["map"].device)
+    blocks = s["map"].view(n, -1).gather(1, idx)
+    return torch.where(inside, blocks, OUT_OF_BOUNDS)
+
+
+def view_mobs(s: dict[str, Tensor]) -> Tensor:
+    """Mob flags of each view cell [N, 63, 4] (uint8), written slot by slot as the reference does."""
+    n = s["map"].shape[0]
+    dev = s["map"].device
+    flags = torch.zeros(n, CELLS * NUM_MOB_KINDS, dtype=torch.uint8, device=dev)
+    px = s["player_position"][:, 0].long()
+    py = s["player_position"][:, 1].long()
+    for kind, (name, count) in enumerate(MOBS):
+        pos, mask = s[f"{name}.position"], s[f"{name}.mask"]
+        for i in range(count):
+            lx = pos[:, i, 0].long() - px + OBS_ROWS // 2
+            ly = pos[:, i, 1].long() - py + OBS_COLS // 2
+            on = (lx >= 0) & (lx < OBS_ROWS) & (ly >= 0) & (ly < OBS_COLS) & mask[:, i]
+            lx = torch.where(lx < 0, lx + OBS_ROWS, lx)
+            ly = torch.where(ly < 0, ly + OBS_COLS, ly)
+            lands = (lx >= 0) & (lx < OBS_ROWS) & (ly >= 0) & (ly < OBS_COLS)
+            idx = (lx.clamp(0, OBS_ROWS - 1) * OBS_COLS + ly.clamp(0, OBS_COLS - 1)) * NUM_MOB_KINDS + kind
+            idx = idx.unsqueeze(1)
+            flags.scatter_(1, idx, torch.where(lands.unsqueeze(1), on.unsqueeze(1).to(torch.uint8), flags.gather(1, idx)))
+    return flags.view(n, CELLS, NUM_MOB_KINDS)
+
+
+def _tenths(x: Tensor) -> Tensor:
+    return (x.to(torch.float16) * _half_tenth(x.device)).float()
+
+
+def symbolic(s: dict[str, Tensor], out: Tensor) -> None:
+    """Write the reference's symbolic observation of every world into ``out`` [N, 1345] float32."""
+    n = out.shape[0]
+    grid = out[:, : CELLS * CHANNELS].view(n, CELLS, CHANNELS)
+    blocks = view_blocks(s).long()
+    grid[:, :, :NUM_BLOCKS].copy_(blocks.unsqueeze(2) == torch.arange(NUM_BLOCKS, device=out.device))
+    grid[:, :, NUM_BLOCKS:].copy_(view_mobs(s))
+    o = CELLS * CHANNELS
+    out[:, o : o + 12].copy_(_tenths(s["inventory"]))
+    o += 12
+    for k in ("player_health", "player_food", "player_drink", "player_energy"):
+        out[:, o].copy_(_tenths(s[k]))
+        o += 1
+    out[:, o : o + 4].copy_((s["player_direction"].long() - 1).unsqueeze(1) == torch.arange(4, device=out.device))
+    o += 4
+    out[:, o].copy_(s["light_level"])
+    out[:, o + 1].copy_(s["is_sleeping"])
+
+
+# -- RGB frames ----------------------------------------------------------------------------------
+_BLOCK_RGB = (
+    (0, 0, 0), (128, 128, 128), (86, 160, 58), (56, 98, 196), (120, 120, 120), (30, 100, 40), (150, 100, 50),
+    (190, 170, 130), (50, 50, 50), (190, 140, 110), (160, 240, 240), (140, 90, 40), (90, 90, 100), (220, 210, 150),
+    (230, 80, 20), (110, 200, 80), (200, 60, 90),
+)
+_MOB_RGB = ((40, 130, 40), (250, 250, 250), (210, 210, 220), (100, 60, 20))
+_PLAYER_RGB = (250, 200, 40)
+
+
+def render_rgb(s: dict[str, Tensor], tile: int = 8) -> Tensor:
+    """Frames of the local view [N, 7 * tile, 9 * tile, 3] uint8: a colour per block type, a
+    smaller square per mob (zombie green, cow white, skeleton grey, arrow brown), the player
+    in the middle (a dot on the side it faces), darkened at night and when sleeping."""
+    dev = s["map"].device
+    n = s["map"].shape[0]
+    blocks = view_blocks(s).long()
+    colour = torch.tensor(_BLOCK_RGB, dtype=torch.float32, device=dev)[blocks]  # [N, 63, 3]
+    img = colour.view(n, OBS_ROWS, 1, OBS_COLS, 1, 3).expand(n, OBS_ROWS, tile, OBS_COLS, tile, 3).clone()
+    inner = slice(tile // 4, tile - tile // 4)
+    mobs = view_mobs(s).view(n, OBS_ROWS, OBS_COLS, NUM_MOB_KINDS).float()
+    for k, rgb in enumerate(_MOB_RGB):
+        m = mobs[..., k].view(n, OBS_ROWS, 1, OBS_COLS, 1, 1)
+        region = img[:, :, inner, :, inner, :]
+        img[:, :, inner, :, inner, :] = region * (1 - m) + m * torch.tensor(rgb, dtype=torch.float32, device=dev)
+    cr, cc = OBS_ROWS // 2, OBS_COLS // 2
+    img[:, cr, inner, cc, inner, :] = torch.tensor(_PLAYER_RGB, dtype=torch.float32, device=dev)
+    img = img.view(n, OBS_ROWS * tile, OBS_COLS * tile, 3)
+    # the facing side: a dark mark on the player's tile
+    d = s["player_direction"].long()
+    ys, xs = cr * tile + tile // 2, cc * tile + tile // 2
+    off = torch.tensor([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], device=dev)[d.clamp(0, 4)] * (tile // 4)
+    rows = torch.arange(n, device=dev)
+    img[rows, ys + off[:, 0], xs + off[:, 1]] = 0.0
+    light = s["light_level"].clamp(0, 1) * torch.where(s["is_sleeping"], 0.5, 1.0)
+    img = img * (0.35 + 0.65 * light).view(n, 1, 1, 1)
+    return img.round().clamp(0, 255).to(torch.uint8)

@@ -1,0 +1,18 @@
+"""The recipes this distribution ships for its own envs, served through the ``noeira_recipe``
+hook (entry point ``noeira`` -> ``envs``). As the env's distribution, its recipes are layered
+over those of an agent's distribution for the same env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from noeira.core.plugins import hookimpl
+
+
+@hookimpl
+def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
+    if agent == "ppo" and env == "craftax-classic":
+        from noeira.envs.craftax.recipes import ppo_recipe
+
+        return ppo_recipe(backend, num_envs)
+    return None

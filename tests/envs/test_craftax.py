@@ -1,0 +1,419 @@
+"""Craftax-Classic against the JAX reference (craftax 1.6.1).
+
+The reference data are precomputed (``tests/envs/data/make_craftax_fixtures.py`` writes
+``craftax_ref.npz``): states from the reference's random-policy rollouts with its symbolic
+observations; reference steps (every action from prepared states, and short trajectories)
+with the reference's random draws recorded, which our step replays, so the next state,
+reward and done must be equal leaf for leaf; worlds generated with recorded inputs; and
+statistics of many worlds and of random-policy rollouts, which ours must match within
+confidence bounds. With craftax installed, a few checks also run the reference live.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from noeira.core import make_env
+from noeira.envs.craftax import game, worldgen
+from noeira.envs.craftax.constants import ACHIEVEMENTS, DO, LAVA, NUM_BLOCKS, OBS_SIZE, UP, light_tables
+from noeira.envs.craftax.env import CraftaxClassic
+from noeira.envs.craftax.state import EXPORT_FIELDS, export_state
+
+DATA = Path(__file__).with_name("data") / "craftax_ref.npz"
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(scope="module")
+def ref() -> dict[str, np.ndarray]:
+    with np.load(DATA) as f:
+        return dict(f)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small tensor programs run faster so, and the CI box has two cores
+    yield
+    torch.set_num_threads(threads)
+
+
+def _device(name: str) -> str:
+    if name == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return name
+
+
+def _states(ref: dict[str, np.ndarray], prefix: str, device: str = "cpu") -> dict[str, torch.Tensor]:
+    return {k: torch.as_tensor(ref[f"{prefix}{k}"], device=device) for k in EXPORT_FIELDS}
+
+
+def _env(n: int, device: str = "cpu", seed: int = 0, **kw: object) -> CraftaxClassic:
+    return make_env("craftax-classic", num_envs=n, backend=device, seed=seed, **kw)  # type: ignore[return-value]
+
+
+def _mismatch(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, list[int]]:
+    """Key -> the first few rows where ``got`` and ``want`` differ (dtypes aside)."""
+    out = {}
+    for k, w in want.items():
+        g = got[k].to(w.dtype).cpu()
+        w = w.cpu()
+        bad = (g != w).reshape(g.shape[0], -1).any(1)
+        if bad.any():
+            out[k] = bad.nonzero().squeeze(1)[:5].tolist()
+    return out
+
+
+# -- exactness -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+def test_observation_bit_exact_on_reference_states(ref: dict[str, np.ndarray], device: str) -> None:
+    """The symbolic observation of states from the reference's rollouts (and prepared states:
+    tools, tables, mobs, arrows, edge of the map) is the reference's, bit for bit."""
+    device = _device(device)
+    want = torch.as_tensor(ref["obs_obs"])
+    env = _env(want.shape[0], device)
+    env.set_state(_states(ref, "obs_state.", device))
+    got = env.obs.cpu()
+    assert got.shape == want.shape == (want.shape[0], OBS_SIZE)
+    bad = (got.view(torch.int32) != want.view(torch.int32)).any(0).nonzero().squeeze(1)
+    assert bad.numel() == 0, f"observation entries differ: {bad[:10].tolist()}"
+    # and these states cover what the observation shows
+    assert want[:, 17:1323:21].sum() > 0 and want[:, 18:1323:21].sum() > 0, "no zombies / cows in view"
+    assert (want[:, 1323:1335] > 0).any(), "no inventory"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_step_exact_with_the_reference_draws(ref: dict[str, np.ndarray], device: str) -> None:
+    """Every action from prepared states, and short random trajectories: fed the reference's
+    random draws, our step gives the reference's next state (every leaf), reward and done."""
+    device = _device(device)
+    before = _states(ref, "step_before.", device)
+    want = _states(ref, "step_after.")
+    n = before["map"].shape[0]
+    env = _env(n, device)
+    env.set_state(before)
+    draws = {"u": torch.as_tensor(ref["step_u"], device=device), "dirs": torch.as_tensor(ref["step_dirs"], device=device)}
+    action = torch.as_tensor(ref["step_action"], device=device)
+    reward, terminated = game.step(env.s, action, draws, env.tables)
+    got = export_state(env.s)
+    assert not _mismatch(got, want), f"state leaves differ (key: rows): {_mismatch(got, want)}"
+    want_reward = torch.as_tensor(ref["step_reward"])
+    bad = (reward.cpu().view(torch.int32) != want_reward.view(torch.int32)).nonzero().squeeze(1)
+    assert bad.numel() == 0, f"rewards differ at {bad[:5].tolist()}: {reward.cpu()[bad[:5]]} vs {want_reward[bad[:5]]}"
+    done = terminated.cpu() | (got["timestep"].cpu() >= 10000)
+    assert torch.equal(done, torch.as_tensor(ref["step_done"]))
+    # the data exercise the rules: all actions, rewards both ways, deaths, kills, crafting
+    assert set(ref["step_action"].tolist()) == set(range(17))
+    assert (want_reward > 0.5).any() and (want_reward < 0).any() and ref["step_done"].any()
+
+
+def test_step_changes_only_by_the_rules(ref: dict[str, np.ndarray]) -> None:
+    """A broken rule shows: the recorded steps differ from the reference when a draw changes
+    (a check that the exactness test above depends on the draws it replays)."""
+    before = _states(ref, "step_before.")
+    want = _states(ref, "step_after.")
+    env = _env(before["map"].shape[0])
+    env.set_state(before)
+    u = torch.as_tensor(ref["step_u"]).clone()
+    u[:, 11] = 0.0  # every cow that may spawn does
+    game.step(env.s, torch.as_tensor(ref["step_action"]), {"u": u, "dirs": torch.as_tensor(ref["step_dirs"])}, env.tables)
+    assert "cows.mask" in _mismatch(export_state(env.s), want)
+
+
+def test_light_level_matches_reference_formula(ref: dict[str, np.ndarray]) -> None:
+    """The light level of every state in the data is our table's at its timestep."""
+    light, _ = light_tables(10001)
+    for prefix in ("obs_state.", "step_after."):
+        t = torch.as_tensor(ref[f"{prefix}timestep"]).long()
+        want = torch.as_tensor(ref[f"{prefix}light_level"])
+        assert torch.equal(light[t].view(torch.int32), want.view(torch.int32))
+
+
+def test_world_generation_from_recorded_draws(ref: dict[str, np.ndarray]) -> None:
+    """Fed the reference's noise angles and per-cell draws, our generator makes the reference's
+    worlds (up to cells where XLA's fused float32 arithmetic tips a threshold the other way)."""
+    keys = ("angles_water", "angles_mountain", "angles_path", "angles_tree", "u_coal", "u_iron", "u_diamond", "u_tree", "u_pick")
+    draws = {k: torch.as_tensor(ref[f"gen_{k}"]) for k in keys}
+    got = worldgen.world_from_draws(draws)["map"]
+    want = torch.as_tensor(ref["gen_map"])
+    differ = (got != want).sum().item()
+    assert differ <= 2 * want.shape[0], f"{differ} cells differ over {want.shape[0]} worlds"
+    assert (got == LAVA).any() and (got[:, 32, 32] == 2).all()
+
+
+def test_world_generation_statistics(ref: dict[str, np.ndarray]) -> None:
+    """Block-type counts per world and the distance from the spawn to the nearest water and
+    tree agree with the reference's 2,000 worlds within 4.5 standard errors. (The reference's
+    worlds of one vmapped batch are correlated, so its standard error comes from the spread
+    of the means of 20 batches of 100.)"""
+    g = torch.Generator().manual_seed(3)
+    n = 400
+    maps = worldgen.generate(n, g, torch.device("cpu"), 1.0)["map"].numpy()
+    xs, ys = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
+    dist = np.abs(xs - 32) + np.abs(ys - 32)
+    ours = {"counts": np.stack([(maps == b).sum((1, 2)) for b in range(NUM_BLOCKS)], 1).astype(np.float64),
+            "near": np.stack([np.where(maps == b, dist[None], 999).reshape(n, -1).min(1) for b in (3, 5)], 1)}
+    for key in ("counts", "near"):
+        groups = ref[f"gen_stats_{key}"].astype(np.float64)  # [20 batches, stat]
+        se = np.sqrt(groups.var(0, ddof=1) / len(groups) + ours[key].var(0) / n) + 1e-9
+        z = np.abs(ours[key].mean(0) - groups.mean(0)) / se
+        never = (groups.max(0) == 0) & (ours[key].max(0) == 0)  # invalid, out of bounds, wood, tables...
+        assert ((z < 4.5) | never).all(), f"{key}: z = {np.round(z, 1)}, ours {ours[key].mean(0)}, ref {groups.mean(0)}"
+    assert ours["counts"][:, 10].min() >= 1, "every world has a diamond"
+
+
+def test_random_policy_rollout_statistics(ref: dict[str, np.ndarray]) -> None:
+    """Uniformly random actions: episode length, return, the success rate of each achievement
+    and the mobs alive per step agree with the reference's rollouts within confidence bounds."""
+    n, steps = 256, 700
+    env = _env(n, seed=5)
+    g = torch.Generator().manual_seed(6)
+    returns, mobs = [], []
+    ret = torch.zeros(n)
+    for _ in range(steps):
+        r = env.step(torch.randint(0, 17, (n,), generator=g))
+        ret += r.reward
+        done = r.terminated | r.truncated
+        returns.append(ret[done].clone())
+        ret[done] = 0
+        mobs.append(torch.stack([env.s[f"{k}.mask"].sum(1).float() for k in ("zombies", "cows", "skeletons", "arrows")], 1))
+    stats = env.pop_episode_stats()
+    count = stats["count"].item()
+    assert count > 300
+    mean_len = stats["length_sum"].item() / count
+    ref_len = ref["roll_length"].astype(np.float64)
+    bound = 4.5 * ref_len.std() / math.sqrt(count) + 0.02 * ref_len.mean()
+    assert abs(mean_len - ref_len.mean()) < bound, (mean_len, ref_len.mean())
+    ours_ret = torch.cat(returns).double().numpy()
+    ref_ret = ref["roll_return"].astype(np.float64)
+    assert abs(ours_ret.mean() - ref_ret.mean()) < 4.5 * math.sqrt(ref_ret.var() / len(ref_ret) + ours_ret.var() / len(ours_ret))
+    # achievement rates from the env's own episode statistics
+    ref_rate = ref["roll_achievements"].mean(0)
+    for i, a in enumerate(ACHIEVEMENTS):
+        p = stats[f"achievement_{a}_sum"].item() / count
+        q = ref_rate[i]
+        se = math.sqrt(q * (1 - q) / len(ref["roll_achievements"]) + p * (1 - p) / count) + 1e-3
+        assert abs(p - q) < 4.5 * se + 0.01, f"{a}: ours {p:.3f}, reference {q:.3f}"
+    m = torch.cat(mobs).mean(0).numpy()
+    want = ref["roll_mobs"]
+    assert np.all(np.abs(m - want) < 0.1 * want + 0.02), f"mobs alive per step: ours {m}, reference {want}"
+
+
+def test_live_reference_worlds_import_and_observe() -> None:
+    """With craftax and jax installed: fresh reference worlds imported through set_state give the
+    reference's observation, and come back unchanged through get_state."""
+    jax = pytest.importorskip("jax")
+    pytest.importorskip("craftax")
+    from craftax.craftax_classic.envs.craftax_state import EnvParams, StaticEnvParams
+    from craftax.craftax_classic.renderer import render_craftax_symbolic
+    from craftax.craftax_classic.world_gen import generate_world
+
+    keys = jax.random.split(jax.random.PRNGKey(21), 4)
+    states = jax.jit(jax.vmap(lambda k: generate_world(k, EnvParams(), StaticEnvParams())))(keys)
+    want_obs = torch.as_tensor(np.asarray(jax.jit(jax.vmap(render_craftax_symbolic))(states)))
+    leaves: dict[str, torch.Tensor] = {}
+    for name in EXPORT_FIELDS:
+        obj = states
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        leaves[name] = torch.as_tensor(np.asarray(obj))
+    env = _env(4)
+    env.set_state(leaves)
+    assert torch.equal(env.obs.view(torch.int32), want_obs.view(torch.int32))
+    assert not _mismatch(env.get_state(), leaves)
+
+
+# -- the env's contract ----------------------------------------------------------------------------
+def test_spaces_and_config() -> None:
+    env = _env(3)
+    assert env.observation_space.shape == (1345,) and env.action_space.n == 17
+    assert env.spec.max_episode_steps == 10000 and env.spec.capture_safe
+    assert env.obs.shape == (3, 1345) and env.obs.dtype == torch.float32
+    state = env.get_state()
+    assert set(state) == set(EXPORT_FIELDS)
+    assert state["map"].shape == (3, 64, 64) and state["zombies.position"].shape == (3, 3, 2)
+    assert state["inventory.iron_sword"].dtype == torch.int32 and state["achievements"].shape == (3, 22)
+    # a fresh world: the player in the middle on grass, facing up, full intrinsics
+    assert (state["player_position"] == 32).all() and (state["map"][:, 32, 32] == 2).all()
+    assert (state["player_direction"] == UP).all() and (state["player_health"] == 9).all()
+
+
+def test_get_set_state_round_trip() -> None:
+    a = _env(6, seed=1)
+    for _ in range(30):
+        a.step(a.action_space.sample(6))
+    state = a.get_state()
+    b = _env(6, seed=2)
+    b.set_state(state)
+    assert not _mismatch(b.get_state(), state)
+    assert torch.equal(b.obs, a.obs)
+    # same state, same draws: the same next state
+    action = a.action_space.sample(6)
+    draws = game.sample_draws(6, torch.Generator().manual_seed(0), torch.device("cpu"))
+    ra, ta = game.step(a.s, action, draws, a.tables)
+    rb, tb = game.step(b.s, action, draws, b.tables)
+    assert torch.equal(ra, rb) and torch.equal(ta, tb) and not _mismatch(a.get_state(), b.get_state())
+    with pytest.raises(ValueError, match="keys differ"):
+        b.set_state({k: v for k, v in state.items() if k != "map"})
+
+
+def test_reset_is_deterministic_in_the_seed() -> None:
+    a, b, c = _env(8, seed=3), _env(8, seed=3), _env(8, seed=4)
+    assert torch.equal(a.obs, b.obs) and not torch.equal(a.get_state()["map"], c.get_state()["map"])
+    action = a.action_space.sample(8)
+    for _ in range(40):
+        ra, rb = a.step(action), b.step(action)
+    assert torch.equal(ra.obs, rb.obs) and not _mismatch(a.get_state(), b.get_state())
+    a.reset(seed=9)
+    c.reset(seed=9)
+    assert not _mismatch(a.get_state(), c.get_state())
+    maps = a.get_state()["map"]
+    assert not torch.equal(maps[0], maps[1]), "every env gets its own world"
+
+
+def test_termination_truncation_and_autoreset() -> None:
+    """Dying and lava terminate; the time limit truncates (and not both); the world that ended
+    is replaced in the same step, its last observation in final_obs."""
+    env = _env(4, seed=0)
+    state = env.get_state()
+    state["player_health"][0] = 1
+    state["player_food"][0] = 0
+    state["player_drink"][0] = 0
+    state["player_recover"][0] = -15.0  # loses its last health this step
+    state["timestep"][1] = 9999  # the time limit
+    state["timestep"][2] = 9999  # the time limit and lava: terminated only
+    state["map"][2, 31, 32] = LAVA
+    env.set_state(state)
+    action = torch.tensor([0, 0, UP, 0])
+    r = env.step(action)
+    assert r.terminated.tolist() == [True, False, True, False]
+    assert r.truncated.tolist() == [False, True, False, False]
+    assert r.reward[0].item() == pytest.approx(-0.1) and r.reward[2].item() == pytest.approx(-0.9)
+    after = env.get_state()
+    assert after["timestep"][:3].tolist() == [0, 0, 0] and after["timestep"][3].item() == 1
+    assert (after["player_health"][:3] == 9).all()
+    assert not torch.equal(r.final_obs[0], r.obs[0]) and torch.equal(r.final_obs[3], r.obs[3])
+    assert r.final_obs[0, 1323 + 12].item() == 0.0  # health 0 in the last observation
+    stats = env.pop_episode_stats()
+    assert stats["count"].item() == 3 and stats["length_sum"].item() == 3
+
+
+def test_episode_achievements_and_score() -> None:
+    env = _env(2, seed=0)
+    state = env.get_state()
+    state["achievements"][0, :3] = True
+    state["timestep"][:] = 9999
+    env.set_state(state)
+    env.step(torch.zeros(2, dtype=torch.long))
+    stats = env.pop_episode_stats()
+    assert stats["count"].item() == 2
+    assert [stats[f"achievement_{a}_sum"].item() for a in ACHIEVEMENTS[:4]] == [1.0, 1.0, 1.0, 0.0]
+    means = {f"episode_achievement_{a}": 0.0 for a in ACHIEVEMENTS}
+    assert env.episode_metrics(means)["craftax_score"] == pytest.approx(0.0)
+    means = {f"episode_achievement_{a}": 1.0 for a in ACHIEVEMENTS}
+    assert env.episode_metrics(means)["craftax_score"] == pytest.approx(100.0)
+    means["episode_achievement_collect_wood"] = 0.5
+    want = math.exp((math.log(51.0) + 21 * math.log(101.0)) / 22) - 1
+    assert env.episode_metrics(means)["craftax_score"] == pytest.approx(want)
+
+
+def test_mining_crafting_and_placing() -> None:
+    """A scripted sequence: chop a tree (it turns to grass), place a table, make a pickaxe, mine stone."""
+    env = _env(1, seed=0)
+    s = env.get_state()
+    s["map"][0, 28:37, 28:37] = 2
+    s["map"][0, 31, 32] = 5  # a tree above the player
+    s["map"][0, 32, 33] = 4  # stone to the right
+    s["inventory.wood"][0] = 2
+    env.set_state(s)
+    rewards = [env.step(torch.tensor([a])).reward.item() for a in (DO, 8, 11, 2, DO)]  # 8 table, 11 pickaxe, 2 right
+    s = env.get_state()
+    assert s["map"][0, 31, 32].item() == 11 and s["map"][0, 32, 33].item() == 7
+    assert s["inventory.wood_pickaxe"].item() == 1 and s["inventory.stone"].item() == 1 and s["inventory.wood"].item() == 0
+    assert s["player_direction"].item() == 2 and s["player_position"][0].tolist() == [32, 32]
+    ach = s["achievements"][0]
+    assert [ACHIEVEMENTS[i] for i in ach.nonzero().squeeze(1).tolist()] == [
+        "collect_wood", "place_table", "make_wood_pickaxe", "collect_stone"]
+    assert rewards == [1.0, 1.0, 1.0, 0.0, 1.0]
+
+
+def test_render_frames() -> None:
+    env = _env(3)
+    frames = env.render()
+    assert frames.shape == (3, 56, 72, 3) and frames.dtype == torch.uint8
+    assert (frames.float().std(dim=(1, 2, 3)) > 0).all()
+    s = env.get_state()
+    s["map"][0, 29, 28] = 3  # water at the view's top-left corner of env 0
+    env.set_state(s)
+    tl = env.render()[0, 0:8, 0:8].float().mean((0, 1))
+    assert tl[2] > tl[0] and tl[2] > tl[1], "water is blue"
+
+
+def test_conformance_kit() -> None:
+    """noeira's conformance kit (300 steps: the 10,000-step limit is checked above)."""
+    from noeira.core.testing import check_env
+
+    check_env("craftax-classic", num_envs=4, backend="cpu", steps=300)
+
+
+def test_state_pool_resets_only_ended_worlds() -> None:
+    """A world that ends takes the next pool world (refilled this step); the others go on."""
+    env = _env(4, seed=0, reset_pool=4, reset_refill=1)
+    state = env.get_state()
+    state["player_health"][1] = 0  # dead after this step
+    env.set_state(state)
+    env.step(torch.zeros(4, dtype=torch.long))
+    after = env.get_state()
+    assert after["timestep"].tolist() == [1, 0, 1, 1]
+    assert torch.equal(after["map"][1], env.pool.states["map"][0].int())
+    assert not torch.equal(after["map"][1], state["map"][1])
+    assert after["player_health"][1].item() == 9
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu_and_captures() -> None:
+    """On CUDA: the same steps as on the CPU given the same draws; no host sync in the step;
+    a CUDA graph of the step replays what the eager step computes."""
+    _device("cuda")
+    n = 64
+    cpu, gpu = _env(n, "cpu", seed=0), _env(n, "cuda", seed=0)
+    gpu.set_state({k: v.cuda() for k, v in cpu.get_state().items()})
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        action = torch.randint(0, 17, (n,), generator=g)
+        draws = game.sample_draws(n, g, torch.device("cpu"))
+        rc, tc = game.step(cpu.s, action, draws, cpu.tables)
+        rg, tg = game.step(gpu.s, action.cuda(), {k: v.cuda() for k, v in draws.items()}, gpu.tables)
+        assert torch.equal(rc, rg.cpu()) and torch.equal(tc, tg.cpu())
+    assert not _mismatch(gpu.get_state(), cpu.get_state())
+    env, eager = _env(n, "cuda", seed=0), _env(n, "cuda", seed=1)
+    action = env.action_space.sample(n)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            env.step(action)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        env.step(action)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(env.generator)
+    with torch.cuda.graph(graph):
+        env.step(action)
+    for _ in range(20):
+        eager.set_state(env.get_state())
+        eager.generator.set_state(env.generator.get_state())
+        graph.replay()
+        ref_step = eager.step(action)
+        live = ~(ref_step.terminated | ref_step.truncated)
+        assert torch.equal(env._result.final_obs, ref_step.final_obs)
+        assert torch.equal(env._result.reward, ref_step.reward)
+        assert torch.equal(env._result.obs[live], ref_step.obs[live])
