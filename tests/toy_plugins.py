@@ -131,3 +131,17 @@ class Broken:
 
 def broken_import() -> None:  # referenced by an entry point whose module does not exist
     raise AssertionError
+
+
+class CrashingAgent(ToyAgent):
+    """ToyAgent whose rank 1 dies in its third learn() (a distributed run must end, not hang)."""
+
+    calls = 0
+
+    def learn(self) -> Mapping[str, Tensor]:
+        import os
+
+        CrashingAgent.calls += 1
+        if os.environ.get("RANK") == "1" and CrashingAgent.calls == 3:
+            raise RuntimeError("rank 1 crashed on purpose")
+        return super().learn()

@@ -472,9 +472,40 @@ def test_optimizer_and_precision_keys() -> None:
     env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
     with pytest.raises(ConfigError, match=r"agent.optimizer: unknown optimizer 'muonn' \(known: adam, rmsprop"):
         make_agent("ppo", env, optimizer="muonn")
-    with pytest.raises(ConfigError, match="agent.precision: expected one of fp32, bf16, got 'fp16'"):
+    with pytest.raises(ConfigError, match="agent.precision: expected one of fp32, bf16, bf16-master, got 'fp16'"):
         make_agent("ppo", env, precision="fp16")
     agent = make_agent("ppo", env, horizon=8, optimizer="rmsprop", precision="bf16")
     assert isinstance(agent.optimizer, torch.optim.RMSprop) and agent.rollout.precision == "bf16"
     check_agent(agent, env)
     assert make_agent("ppo", env, bf16=True).rollout.precision == "bf16"  # the older spelling still holds
+
+
+# -- PufferLib-grade knobs: their neutral settings leave the default run bit-identical ------------
+
+def _params_after(**kw) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    env = make_env("cartpole", num_envs=16, backend="cpu", seed=0)
+    agent = make_agent("ppo", env, horizon=8, **kw)
+    agent.set_total_steps(10_000)
+    env.reset(seed=0)
+    for _ in range(3):
+        agent.collect(env)
+        agent.learn()
+    return [p.detach().clone() for p in agent.rollout.policy.parameters()]
+
+
+@pytest.mark.parametrize("kw", [
+    {"replay_ratio": 4.0},                       # = update_epochs passes
+    {"lr_schedule": "linear", "min_lr_ratio": 0.0},
+    {"ent_schedule": "linear", "ent_coef": 0.0, "ent_coef_final": 0.0},
+    {"reward_clamp": 0.0, "precision": "fp32"},
+])
+def test_neutral_knobs_keep_the_default_run(kw) -> None:
+    for a, b in zip(_params_after(), _params_after(**kw), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_min_lr_ratio_and_cosine_change_the_run() -> None:
+    base = _params_after()
+    for kw in ({"min_lr_ratio": 0.5}, {"lr_schedule": "cosine"}, {"optimizer": "muon"}, {"precision": "bf16-master"}):
+        assert any(not torch.equal(a, b.float()) for a, b in zip(base, _params_after(**kw), strict=True)), kw

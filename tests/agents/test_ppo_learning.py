@@ -32,7 +32,7 @@ def test_default_train_solves_cartpole_eval_reproduces_and_resume_continues(tmp_
     capsys.readouterr()
 
     # noeira eval RUN_DIR: same checkpoint, same seed -> the recorded evaluation
-    assert main(["eval", str(run)]) == 0
+    assert main(["eval", str(run), "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out == final
 

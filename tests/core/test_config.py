@@ -76,3 +76,11 @@ def test_field_docs_read_the_string_below_each_field() -> None:
 
     assert field_docs(C) == {"a": "The a.", "c": "The c, on two lines."}
     assert field_docs(RunSection)["total_steps"].startswith("Env steps to train for")
+
+
+def test_a_malformed_list_value_is_one_toml_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_overrides(["agent.hidden_sizes=[64,64"])
+    msg = str(err.value)
+    assert msg.startswith("agent.hidden_sizes: '[64,64' is not a valid TOML value") and "\n" not in msg
+    assert parse_overrides(["env.name=gym:CartPole-v1"]) == {"env": {"name": "gym:CartPole-v1"}}  # plain text stays text

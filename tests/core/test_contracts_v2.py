@@ -245,3 +245,37 @@ def test_cli_rejects_an_unknown_network_in_one_line(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "noeira.core.cli", "train", "agent.network=lstmm", "backend=cpu",
                           "--run-dir", str(tmp_path / "x")], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown network 'lstmm'" in out.stderr
+
+
+@pytest.mark.cuda
+def test_state_pool_on_cuda_matches_the_cpu_path_and_records() -> None:
+    """The Triton copy (the cost follows the ended envs) gives the CPU path's rows, also replayed
+    from a CUDA graph."""
+    def generate(device: str):
+        return lambda k: {"map": torch.arange(k * 4 * 3, device=device, dtype=torch.uint8).view(k, 4, 3),
+                          "pos": torch.arange(k * 2, device=device, dtype=torch.int16).view(k, 2),
+                          "hp": torch.arange(k, device=device, dtype=torch.float32) + 0.5}
+
+    n, masks = 37, [torch.rand(37, generator=torch.Generator().manual_seed(i)) < 0.3 for i in range(4)]
+    out = {}
+    for device in ("cpu", "cuda"):
+        pool = StatePool(generate(device), size=16, refill=3, device=torch.device(device))
+        state = {k: torch.full((n, *v.shape[1:]), 7, dtype=v.dtype, device=device) for k, v in pool.states.items()}
+        for m in masks:
+            pool.draw(m.to(device), state)
+            pool.refill_step()
+        out[device] = {k: v.cpu() for k, v in state.items()}
+    for k in out["cpu"]:
+        assert torch.equal(out["cpu"][k], out["cuda"][k]), k
+
+    pool = StatePool(generate("cuda"), size=16, refill=3, device=torch.device("cuda"))
+    state = {k: torch.zeros((n, *v.shape[1:]), dtype=v.dtype, device="cuda") for k, v in pool.states.items()}
+    mask = masks[0].cuda()
+    pool.draw(mask, state)  # warm up (compiles the kernel) outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pool.draw(mask, state)
+    before = int(pool.cursor)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert int(pool.cursor) == (before + int(mask.sum())) % 16

@@ -214,3 +214,16 @@ def test_checkpoints_by_time(recorder, tmp_path) -> None:
     train(cfg, run_dir=tmp_path / "run")
     assert recorder.calls.count("checkpoint_saved") == 10  # latest.pt after each of 9 iterations, then final.pt
     assert (tmp_path / "run" / "checkpoints" / "latest.pt").is_file()
+
+
+def test_a_pair_without_a_recipe_says_so(toy_dist, tmp_path, caplog) -> None:
+    cfg = resolve({"backend": "cpu", "agent": {"name": "ppo", "horizon": 4}, "env": {"name": "corridor", "num_envs": 2},
+                   "run": {"total_steps": 16, "progress": False, "eval_episodes": 0}})
+    with caplog.at_level("WARNING", logger="noeira"):
+        train(cfg, run_dir=tmp_path / "a")
+    assert [r.getMessage() for r in caplog.records if "no tuned recipe" in r.getMessage()] == [
+        "no tuned recipe for agent 'ppo' on env 'corridor' (cpu): the plugins' defaults apply and may not solve it"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="noeira"):
+        train(resolve({**TOY, "run": {"total_steps": 256}}), run_dir=tmp_path / "b")  # the toy recipe applies
+    assert not [r for r in caplog.records if "no tuned recipe" in r.getMessage()]

@@ -22,10 +22,11 @@ import torch
 from torch import Tensor
 
 from noeira.agents.onpolicy import ActorCriticRollout, anneal_factor, explained_variance
-from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
+from noeira.agents.optim import load_optimizer_state, scale_lr
 from noeira.agents.policy import ActorCriticConfig, check_optimizer
-from noeira.agents.ppo import clip_gradients, scaled_recipe
+from noeira.agents.ppo import scaled_recipe
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
+from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
 
 __all__ = ["A2C", "recipe"]
@@ -113,8 +114,7 @@ class A2C:
         self.total_steps = cfg.total_steps
         self.rollout = ActorCriticRollout(spec, backend, cfg, cfg.horizon, cfg.gamma)
         self.steps_per_collect = self.rollout.steps_per_collect
-        self.optimizer = make_optimizer(cfg.optimizer, self.rollout.policy.parameters(), cfg.lr, eps=cfg.optim_eps,
-                                        alpha=cfg.rmsprop_alpha)
+        self.optimizer = self.rollout.make_optimizer(cfg.optimizer, cfg.lr, eps=cfg.optim_eps, alpha=cfg.rmsprop_alpha)
         self._all_envs = torch.arange(spec.num_envs, device=dev)
 
     def set_total_steps(self, total_steps: int) -> None:
@@ -154,7 +154,8 @@ class A2C:
 
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        grad_norm = clip_gradients(policy.parameters(), cfg.max_grad_norm)
+        sync_gradients(policy.parameters())  # data-parallel: the ranks' mean gradient (no-op alone)
+        grad_norm = self.rollout.clip_gradients(cfg.max_grad_norm)
         self.optimizer.step()
         return {
             "policy_loss": pg_loss.detach(), "value_loss": v_loss.detach(), "entropy": entropy_loss.detach(),

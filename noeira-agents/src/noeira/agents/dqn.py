@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, RecipeTables, online_and_target, pick_recipe, relu_mlp
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
+from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
 
 __all__ = ["DQN", "RECIPES", "QNetwork", "recipe"]
@@ -138,6 +139,7 @@ class DQN(OffPolicyAgent):
         loss = F.mse_loss(q, target) if cfg.loss == "mse" else F.smooth_l1_loss(q, target)
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
+        sync_gradients(self.q.parameters())  # data-parallel: the ranks' mean gradient (no-op alone)
         if cfg.max_grad_norm > 0:
             nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
         self.optimizer.step()

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from noeira.core import distributed
+
 __all__ = ["RunningMeanStd", "layer_init", "mlp", "space_dim"]
 
 
@@ -64,9 +66,16 @@ class RunningMeanStd(nn.Module):
     @torch.no_grad()
     def update(self, x: Tensor) -> None:
         x = x.double()
-        b_mean = x.mean(0)
-        b_var = x.var(0, unbiased=False)
-        b_count = x.shape[0]
+        if distributed.current()[1] > 1:  # data-parallel: every rank folds in every rank's batch
+            sums = torch.stack([torch.full_like(x[0], x.shape[0]), x.sum(0), x.square().sum(0)])
+            distributed.all_reduce_sum_([sums])
+            b_count = sums[0].reshape(-1)[0]  # the same in every position
+            b_mean = sums[1] / b_count
+            b_var = (sums[2] / b_count - b_mean.square()).clamp(min=0)
+        else:
+            b_mean = x.mean(0)
+            b_var = x.var(0, unbiased=False)
+            b_count = x.shape[0]
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean.add_(delta * b_count / total)

@@ -4,21 +4,36 @@
 (separate actor and critic, no shared trunk), orthogonal init with each head's gain: "The
 37 implementation details of PPO". Feed-forward, so ``state`` and ``done`` pass through.
 
+``lstm`` and ``mingru``: recurrent, one shared trunk for every head (PufferLib's layout):
+``obs -> Linear -> activation -> recurrent layers -> one Linear per head``. ``hidden_sizes``
+gives the recurrent layers, all of one width ``H``: ``[256, 256, 256]`` is an input Linear to
+256 then three recurrent layers of 256 (craftax.cu's policy). The state is one tensor
+``[rows, B, H]`` (float32 whatever the precision), zeroed where ``done`` marks an episode start
+by a multiply (no branch: it records in a CUDA graph, and the gradient stops there).
+``forward_sequence`` equals step-by-step ``forward``: the input projections of a whole segment
+are one matmul, only the recurrence runs step by step (or, for ``mingru``, as a parallel scan).
+Their own keys (``agent.network_options``) are each class's attrs ``Config``.
+
 A network is built as ``cls(spec: NetworkSpec)`` and keeps the contract
-:class:`noeira.core.contracts.Network`; the recurrent ones come with the recurrent-PPO work.
+:class:`noeira.core.contracts.Network`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import attrs
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.nets import mlp, space_dim
+from noeira.agents.nets import layer_init, mlp, space_dim
+from noeira.core.config import structure
 from noeira.core.contracts import NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
 
-__all__ = ["ACTIVATIONS", "MLP", "activation", "check_widths", "reset_where"]
+__all__ = ["ACTIVATIONS", "LSTM", "MLP", "MinGRU", "activation", "check_widths", "linear_scan", "reset_where"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU,
                                            "silu": nn.SiLU}
@@ -73,3 +88,222 @@ def reset_where(state: Tensor, done: Tensor) -> Tensor:
     """``state [L, B, H]`` with the rows of envs where ``done [B]`` zeroed (branch-free: a
     multiply, so it records in a CUDA graph, and the gradient stops there)."""
     return state * (~done).to(state.dtype).view(1, -1, *([1] * (state.dim() - 2)))
+
+
+def one_of(*choices: str) -> Any:
+    """An attrs validator: the value is one of ``choices`` (a one-line error naming them)."""
+    def check(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
+        if value not in choices:
+            raise ValueError(f"'{attr.name}' must be one of {', '.join(choices)}, got {value!r}")
+    return check
+
+
+def network_options(options: Mapping[str, Any], cls: type) -> Any:
+    """``agent.network_options`` structured into the network's ``Config`` (errors at
+    ``agent.network_options.KEY``, naming the known keys)."""
+    return structure(dict(options), cls, "agent.network_options")
+
+
+class _RecurrentTrunk(nn.Module):
+    """What ``lstm`` and ``mingru`` share: the input layer, the heads, the state's shape and the
+    ``forward``/``forward_sequence`` plumbing. A subclass sets ``name``, ``state_rows`` (state
+    rows per layer) and writes ``_layer_step`` and ``_layer_sequence``."""
+
+    recurrent = True
+    name = ""
+    state_rows = 1
+
+    def __init__(self, spec: NetworkSpec) -> None:
+        super().__init__()
+        widths = tuple(spec.hidden_sizes)
+        if not widths or len(set(widths)) != 1 or widths[0] < 1:
+            raise ConfigError(f"agent.hidden_sizes: the {self.name} network needs one or more recurrent layers of one "
+                              f"width (e.g. [256, 256, 256]), got {list(widths)}")
+        self.layers, self.hidden = len(widths), widths[0]
+        self.encoder = nn.Sequential(layer_init(nn.Linear(space_dim(spec.observation_shape), self.hidden)),
+                                     activation(spec.activation)())
+        self.heads = nn.ModuleDict({
+            name: layer_init(nn.Linear(self.hidden, width), spec.output_gains.get(name, 1.0))
+            for name, width in spec.outputs.items()
+        })
+
+    def initial_state(self, batch: int) -> Tensor:
+        return torch.zeros(self.state_rows * self.layers, batch, self.hidden, device=self.heads_device())
+
+    def heads_device(self) -> torch.device:
+        return next(iter(self.heads.values())).weight.device
+
+    def _split(self, state: Tensor) -> list[Tensor]:
+        """``[rows * L, B, H]`` -> per layer its ``[rows, B, H]`` slice."""
+        return [state[r * self.layers + i] for i in range(self.layers) for r in range(self.state_rows)]
+
+    def _join(self, per_layer: list[Tensor]) -> Tensor:
+        rows = [per_layer[i * self.state_rows + r] for r in range(self.state_rows) for i in range(self.layers)]
+        return torch.stack(rows).float()
+
+    def forward(self, obs: Tensor, state: Tensor, done: Tensor,
+                heads: Sequence[str] | None = None) -> tuple[dict[str, Tensor], Tensor]:
+        state = reset_where(state, done)
+        x = self.encoder(obs.flatten(1))
+        parts, new = self._split(state), []
+        for i in range(self.layers):
+            x, layer_state = self._layer_step(i, x, parts[i * self.state_rows:(i + 1) * self.state_rows])
+            new += layer_state
+        return {k: self.heads[k](x) for k in (heads or self.heads)}, self._join(new)
+
+    def forward_sequence(self, obs: Tensor, state: Tensor, done: Tensor,
+                         heads: Sequence[str] | None = None) -> dict[str, Tensor]:
+        t, b = obs.shape[:2]
+        keep = (~done).to(torch.float32).unsqueeze(-1)  # [T, B, 1]: 0 where the state resets
+        x = self.encoder(obs.reshape(t * b, -1)).view(t, b, -1)
+        parts = self._split(state)
+        for i in range(self.layers):
+            x = self._layer_sequence(i, x, parts[i * self.state_rows:(i + 1) * self.state_rows], keep)
+        return {k: self.heads[k](x) for k in (heads or self.heads)}
+
+    def _layer_step(self, i: int, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        raise NotImplementedError
+
+    def _layer_sequence(self, i: int, x: Tensor, state: list[Tensor], keep: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class LSTM(_RecurrentTrunk):
+    """``lstm``: ``obs -> Linear(obs, H) -> activation -> len(hidden_sizes) LSTM layers of width H
+    -> heads`` (all hidden_sizes equal). State ``[2 * layers, B, H]``: every layer's ``h``, then
+    every layer's ``c``. Training replays a segment layer by layer: the input projection of all
+    ``T`` steps is one matmul, the recurrence ``T`` small steps."""
+
+    name = "lstm"
+    state_rows = 2
+
+    @attrs.frozen
+    class Config:
+        forget_bias: float = 1.0
+        """Initial bias of the forget gate (1: remember by default, Jozefowicz et al. 2015)."""
+
+    def __init__(self, spec: NetworkSpec) -> None:
+        super().__init__(spec)
+        self.options = network_options(spec.options, self.Config)
+        h = self.hidden
+        self.w_ih = nn.ModuleList(nn.Linear(h, 4 * h) for _ in range(self.layers))
+        self.w_hh = nn.ModuleList(nn.Linear(h, 4 * h, bias=False) for _ in range(self.layers))
+        with torch.no_grad():
+            for lin_i, lin_h in zip(self.w_ih, self.w_hh, strict=True):
+                for w in (lin_i.weight, lin_h.weight):
+                    for chunk in w.view(4, h, h):
+                        nn.init.orthogonal_(chunk)
+                lin_i.bias.zero_()
+                lin_i.bias[h:2 * h] = self.options.forget_bias  # gate order i, f, g, o
+        self.to(spec.device)
+
+    def _cell(self, i: int, gx: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        """One step of layer ``i`` from its input projection ``gx [B, 4H]``."""
+        gi, gf, gg, go = (gx + self.w_hh[i](h)).chunk(4, -1)
+        c = torch.sigmoid(gf) * c + torch.sigmoid(gi) * torch.tanh(gg)
+        h = torch.sigmoid(go) * torch.tanh(c)
+        return h, c
+
+    def _layer_step(self, i: int, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        h, c = self._cell(i, self.w_ih[i](x), state[0], state[1])
+        return h, [h, c]
+
+    def _layer_sequence(self, i: int, x: Tensor, state: list[Tensor], keep: Tensor) -> Tensor:
+        gx = self.w_ih[i](x)  # [T, B, 4H], one matmul for the segment
+        h, c = state
+        out = []
+        for t in range(x.shape[0]):
+            h, c = self._cell(i, gx[t], h * keep[t], c * keep[t])
+            out.append(h)
+        return torch.stack(out)
+
+
+def linear_scan(a: Tensor, b: Tensor, h0: Tensor) -> Tensor:
+    """``h_t = a_t * h_{t-1} + b_t`` over ``[T, ...]`` from ``h0``, all ``t`` at once: a
+    Hillis-Steele scan of the affine maps ``h -> a h + b`` in ``ceil(log2 T)`` rounds of
+    elementwise ops (composing ``(a1, b1)`` then ``(a2, b2)`` gives ``(a2 a1, a2 b1 + b2)``).
+
+    Written in linear space rather than the log space of Feng et al. (Heinsen's scan): an
+    episode reset is ``a_t = 0`` exactly, which the log-space scan cannot take without a
+    segmented logcumsumexp (its ``cumsum(log a)`` hits ``-inf``), and nothing here divides by a
+    running product of ``a``, the underflow the log space is for. Exact up to the order of
+    float additions; gradients flow through ``a`` and ``b`` by autograd."""
+    t = a.shape[0]
+    pad = (0, 0) * (a.dim() - 1)
+    bv = torch.cat([(a[0] * h0 + b[0]).unsqueeze(0), b[1:]])
+    av = a
+    shift = 1
+    while shift < t:
+        bv = torch.addcmul(bv, av, F.pad(bv[:-shift], (*pad, shift, 0)))
+        if shift * 2 < t:
+            av = av * F.pad(av[:-shift], (*pad, shift, 0), value=1.0)
+        shift *= 2
+    return bv
+
+
+class MinGRU(_RecurrentTrunk):
+    """``mingru`` (Feng et al. 2024, "Were RNNs All We Needed?"): ``obs -> Linear(obs, H) ->
+    activation -> len(hidden_sizes) MinGRU layers of width H -> heads`` (all hidden_sizes equal;
+    ``[256, 256, 256]`` is craftax.cu's policy). State ``[layers, B, H]``. A layer reads its input
+    ``x`` only (not its state) for its gates, so one matmul serves a whole segment::
+
+        z_t = sigmoid(W_z x_t),  h~_t = W_h x_t,  h_t = (1 - z_t) * h_{t-1} + z_t * h~_t
+        y_t = x_t + p_t * (h_t - x_t),  p_t = sigmoid(W_p x_t)      (skip = "highway")
+
+    and the recurrence is an affine scan (:func:`linear_scan`), with ``a_t = (1 - z_t) * keep_t``
+    at resets. ``skip``: ``highway`` (a learned gate between the layer's input and its state, as
+    PufferLib's MinGRU stack), ``residual`` (``y = x + h``) or ``none`` (``y = h``)."""
+
+    name = "mingru"
+
+    @attrs.frozen
+    class Config:
+        skip: str = attrs.field(default="highway", validator=one_of("highway", "residual", "none"))
+        """How a layer's output mixes its input and its state: highway | residual | none."""
+        scan: str = attrs.field(default="auto", validator=one_of("auto", "parallel", "sequential"))
+        """Training over a segment: parallel (a log2(T)-round scan: few, larger kernels; the GPU's
+        choice), sequential (T small steps), auto (parallel on cuda, sequential elsewhere)."""
+
+    def __init__(self, spec: NetworkSpec) -> None:
+        super().__init__(spec)
+        self.options = network_options(spec.options, self.Config)
+        h = self.hidden
+        gates = 3 if self.options.skip == "highway" else 2
+        self.gates = nn.ModuleList(nn.Linear(h, gates * h) for _ in range(self.layers))
+        with torch.no_grad():
+            for lin in self.gates:
+                for chunk in lin.weight.view(gates, h, h):
+                    nn.init.orthogonal_(chunk)
+                lin.bias.zero_()
+        self.parallel = self.options.scan == "parallel" or (self.options.scan == "auto" and spec.device.type == "cuda")
+        self.to(spec.device)
+
+    def _coefficients(self, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``(1 - z, z * h~, p)`` of layer ``i`` for input ``x [..., H]``, as float32."""
+        parts = self.gates[i](x).float().chunk(3 if self.options.skip == "highway" else 2, -1)
+        z = torch.sigmoid(parts[0])
+        return 1.0 - z, z * parts[1], (torch.sigmoid(parts[2]) if len(parts) == 3 else None)
+
+    def _out(self, x: Tensor, h: Tensor, p: Tensor | None) -> Tensor:
+        if self.options.skip == "highway":
+            return x + p * (h - x)
+        if self.options.skip == "residual":
+            return x + h
+        return h
+
+    def _layer_step(self, i: int, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        a, b, p = self._coefficients(i, x)
+        h = a * state[0] + b
+        return self._out(x, h, p), [h]
+
+    def _layer_sequence(self, i: int, x: Tensor, state: list[Tensor], keep: Tensor) -> Tensor:
+        a, b, p = self._coefficients(i, x)  # [T, B, H] each, one matmul
+        if self.parallel:
+            h = linear_scan(a * keep, b, state[0])
+        else:
+            hs, h_t = [], state[0]
+            for t in range(x.shape[0]):
+                h_t = a[t] * (h_t * keep[t]) + b[t]
+                hs.append(h_t)
+            h = torch.stack(hs)
+        return self._out(x, h, p)

@@ -7,23 +7,29 @@ update. Plus the small functions both updates use.
 num_envs]`` buffers, on the device, capture-safe. A recurrent policy's state for the training
 envs lives on the device; its value at the segment start is stored (``buf.state0``) with the
 episode-start flags (``buf.starts``), so the update replays each segment from there.
+
+Precision: the rollout owns the :class:`~noeira.agents.precision.MasterWeights` of its policy;
+an algorithm builds its optimizer through :meth:`ActorCriticRollout.make_optimizer` and clips
+through :meth:`ActorCriticRollout.clip_gradients`, so ``bf16-master`` steps float32 masters.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from noeira.agents.optim import make_optimizer
 from noeira.agents.policy import ActorCritic, ActorCriticConfig, precision_of
-from noeira.agents.precision import autocast
+from noeira.agents.precision import MasterWeights, autocast
 from noeira.agents.rollout import RewardScaler, Rollout
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
 
-__all__ = ["ActorCriticRollout", "anneal_factor", "explained_variance", "segment_minibatches"]
+__all__ = ["ActorCriticRollout", "anneal_factor", "explained_variance", "schedule", "segment_minibatches"]
 
 
 class ActorCriticRollout:
@@ -38,6 +44,8 @@ class ActorCriticRollout:
         self.steps_per_collect = horizon * n
         self.policy = ActorCritic(spec, cfg, dev)
         self.recurrent = self.policy.recurrent
+        self.weights = MasterWeights(self.policy, self.precision)
+        self.reward_clamp = cfg.reward_clamp
         self.reward_scaler = RewardScaler(n, gamma, cfg.reward_clip, dev) if cfg.norm_reward else None
         init = self.policy.initial_state(n)
         head = self.policy.head
@@ -49,6 +57,17 @@ class ActorCriticRollout:
         self.state: PolicyState = None if init is None else init.clone()
         self.starts = torch.ones(n, dtype=torch.bool, device=dev)
         self.steps_done = torch.zeros((), dtype=torch.float64, device=dev)
+
+    def make_optimizer(self, name: str, lr: float, **options: Any) -> torch.optim.Optimizer:
+        """The optimizer ``name`` over the parameters the precision trains (the float32 masters
+        under ``bf16-master``, which it recasts into the working weights after each step)."""
+        return self.weights.attach(make_optimizer(name, self.weights.parameters(), lr, **options))
+
+    def clip_gradients(self, max_norm: float) -> Tensor:
+        """After backward: the gradients into the optimizer's parameters (``bf16-master``: the
+        float32 masters), their global norm clipped to ``max_norm`` (0: no clipping); returns the
+        norm before clipping (0 when not clipping)."""
+        return self.weights.clip_gradients(max_norm)
 
     def autocast(self) -> Any:
         return autocast(self.precision, self.device)
@@ -92,6 +111,8 @@ class ActorCriticRollout:
             with self.autocast():
                 buf.final_values[t] = policy.value(policy.observe(step.final_obs), state)
             reward = step.reward.float()
+            if self.reward_clamp > 0:
+                reward = reward.clamp(-self.reward_clamp, self.reward_clamp)
             if self.reward_scaler is not None:
                 reward = self.reward_scaler(reward, done)
             buf.rewards[t] = reward
@@ -125,17 +146,22 @@ class ActorCriticRollout:
 
     def state_dict(self) -> dict[str, Any]:
         """Networks (with observation statistics), reward statistics, the step counter and the
-        generator. The training envs' recurrent state is per episode and not saved."""
-        return {
+        generator; under ``bf16-master`` the float32 masters too. The training envs' recurrent
+        state is per episode and not saved."""
+        out = {
             "policy": self.policy.state_dict(),
             "reward_scaler": self.reward_scaler.state_dict() if self.reward_scaler is not None else None,
             "steps_done": self.steps_done.clone(),
             "generator": self.generator.get_state(),
         }
+        if self.weights.mixed:
+            out["master"] = self.weights.state_dict()
+        return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Load in place (tensors keep their storage, so recorded graphs stay valid)."""
         self.policy.load_state_dict(state["policy"])
+        self.weights.load_state_dict(state.get("master"))
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.steps_done.copy_(torch.as_tensor(state["steps_done"]))
@@ -146,6 +172,17 @@ class ActorCriticRollout:
 def anneal_factor(progress: Tensor) -> Tensor:
     """Linear annealing to 0 over the run: ``1 - progress``."""
     return 1.0 - progress
+
+
+def schedule(progress: Tensor, kind: str, start: float, end: float) -> Tensor:
+    """A value going from ``start`` (progress 0) to ``end`` (progress 1), as device arithmetic:
+    ``linear``: ``start + (end - start) * progress``; ``cosine``: ``end + (start - end) *
+    (1 + cos(pi * progress)) / 2``. (``linear`` from 1 to 0 is :func:`anneal_factor` bit for bit.)"""
+    if kind == "cosine":
+        return end + (start - end) * 0.5 * (1.0 + torch.cos(progress * math.pi))
+    if start == 1.0 and end == 0.0:
+        return anneal_factor(progress)
+    return start + (end - start) * progress
 
 
 def explained_variance(values: Tensor, returns: Tensor) -> Tensor:

@@ -7,7 +7,8 @@ re-record. ``group["base_lr"]`` keeps the group's configured rate (a float); a s
 writes ``lr = base_lr * factor``. On CUDA the optimizers are ``capturable`` (their step
 counters live on the device).
 
-:data:`OPTIMIZERS` is the table agents choose from; the recurrent-PPO work adds Muon here.
+:data:`OPTIMIZERS` is the table agents choose from: ``adam``, ``rmsprop`` and ``muon``
+(:class:`Muon`, PufferLib's semantics, written with torch ops so a step records).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 
 from noeira.core.errors import ConfigError
 
-__all__ = ["OPTIMIZERS", "load_optimizer_state", "make_optimizer", "masked_step", "scale_lr"]
+__all__ = ["OPTIMIZERS", "Muon", "load_optimizer_state", "make_optimizer", "masked_step", "newton_schulz", "scale_lr"]
 
 ParamGroups = list[dict[str, Any]]
 
@@ -44,8 +45,89 @@ def _rmsprop(groups: ParamGroups, eps: float = 1e-8, alpha: float = 0.99, **_: A
     return torch.optim.RMSprop(groups, eps=eps, alpha=alpha, **({"capturable": True} if on_cuda else {"foreach": False}))
 
 
-OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adam": _adam, "rmsprop": _rmsprop}
-"""name -> ``builder(param_groups, eps=..., alpha=...)``; options a builder does not use are ignored."""
+# the quintic Newton-Schulz coefficients of each of the 5 iterations (HeavyBall's, which
+# PufferLib's Muon uses): they push every singular value of X / ||X||_F towards 1
+NS_COEFFICIENTS = ((4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418, -5.5913, 2.3037),
+                   (2.8769, -3.1427, 1.2046), (2.8366, -3.0525, 1.2012))
+
+
+def newton_schulz(g: Tensor, eps: float = 1e-7) -> Tensor:
+    """The orthogonalised ``g [..., rows, cols]`` (approximately ``U V^T`` of its SVD), batched
+    over leading dimensions: ``X = g / max(||g||_F, eps)`` (transposed so that rows <= cols),
+    then 5 iterations ``X <- a X + (b S + c S^2) X`` with ``S = X X^T``."""
+    tall = g.size(-2) > g.size(-1)
+    x = g.mT if tall else g
+    x = x / torch.clamp(torch.linalg.matrix_norm(x, keepdim=True), min=eps)
+    for a, b, c in NS_COEFFICIENTS:
+        s = x @ x.mT
+        x = a * x + (b * s + c * (s @ s)) @ x
+    return x.mT if tall else x
+
+
+class Muon(torch.optim.Optimizer):
+    """Muon as PufferLib trains with it (``pufferlib/muon.py``), capture-safe and batched.
+
+    Per parameter, with its gradient ``g`` (clipped globally before, by the agent)::
+
+        m <- lerp(m, g, 1 - momentum)              # the momentum buffer, an EMA
+        u <- lerp(g, m, momentum)                  # Nesterov
+        u <- NS5(u.view(rows, -1)) * sqrt(max(1, rows / cols))    # parameters of >= 2 dims
+        p <- p - lr * u                            # 1-D parameters take u as it is
+
+    No weight decay. ``lr`` is the group's 0-d device tensor, read by the recorded step. The
+    momentum update is one ``_foreach`` op over all parameters, and parameters of the same
+    matrix shape are orthogonalised together in one batched Newton-Schulz (a stack of
+    ``[k, rows, cols]``), so a step costs a few kernels per distinct shape, not per parameter.
+    The momentum buffers exist from construction (nothing is allocated lazily in a recorded step).
+
+    ``torch.optim.Muon`` (torch >= 2.9) is not this: it refuses 1-D parameters, uses other
+    coefficients and scaling, and takes only a float lr."""
+
+    def __init__(self, params: Any, lr: Tensor | float = 0.02, momentum: float = 0.95, eps: float = 1e-7) -> None:
+        if not 0.0 <= momentum < 1.0:
+            raise ConfigError(f"agent.muon_momentum: must lie in [0, 1), got {momentum}")
+        super().__init__(params, {"lr": lr, "momentum": momentum, "ns_eps": eps})
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            beta = group["momentum"]
+            grads = [p.grad for p in params]
+            bufs = [self.state[p]["momentum_buffer"] for p in params]
+            torch._foreach_lerp_(bufs, grads, 1.0 - beta)
+            updates = list(torch._foreach_lerp(grads, bufs, beta))
+            by_shape: dict[tuple[int, int], list[int]] = {}
+            for k, p in enumerate(params):
+                if p.dim() >= 2:
+                    by_shape.setdefault((p.shape[0], p[0].numel()), []).append(k)
+            for (rows, cols), ks in by_shape.items():
+                ortho = newton_schulz(torch.stack([updates[k].view(rows, cols) for k in ks]), group["ns_eps"])
+                ortho = ortho * max(1.0, rows / cols) ** 0.5
+                for j, k in enumerate(ks):
+                    updates[k] = ortho[j].view_as(params[k])
+            lr = group["lr"]
+            torch._foreach_mul_(updates, lr if isinstance(lr, Tensor) else float(lr))
+            torch._foreach_sub_(params, updates)
+        return loss
+
+
+def _muon(groups: ParamGroups, momentum: float = 0.95, **_: Any) -> torch.optim.Optimizer:
+    """Muon (:class:`Muon`): its step is plain torch ops, recordable on any device."""
+    return Muon(groups, momentum=momentum)
+
+
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adam": _adam, "rmsprop": _rmsprop, "muon": _muon}
+"""name -> ``builder(param_groups, eps=..., alpha=..., momentum=...)``; options a builder does not use are ignored."""
 
 
 def make_optimizer(name: str, params: Iterable[nn.Parameter] | Iterable[Mapping[str, Any]], lr: float,

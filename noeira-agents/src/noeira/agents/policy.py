@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from noeira.agents.distributions import make_head
 from noeira.agents.nets import RunningMeanStd, space_dim
 from noeira.agents.optim import OPTIMIZERS
-from noeira.agents.precision import check_precision
+from noeira.agents.precision import PRECISIONS, check_precision
 from noeira.core import registry
 from noeira.core.contracts import EnvSpec, NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
@@ -35,11 +35,13 @@ class ActorCriticConfig:
     network: str = "mlp"
     """Policy network, by name in the noeira.networks registry (noeira list shows them)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Layer widths of the network (mlp: the hidden layers of the actor and of the critic)."""
+    """Layer widths of the network (mlp: the hidden layers of the actor and of the critic; lstm,
+    mingru: an input layer then one recurrent layer per entry, all of one width)."""
     activation: str = "tanh"
     """Hidden activation: tanh | relu | elu | gelu | silu."""
     network_options: dict[str, Any] = attrs.field(factory=dict)
-    """The network's own keys beyond hidden_sizes/activation (see its documentation)."""
+    """The network's own keys beyond hidden_sizes/activation (see its documentation):
+    lstm: forget_bias; mingru: skip (highway | residual | none), scan (auto | parallel | sequential)."""
     log_std_init: float = 0.0
     """Continuous actions: initial log standard deviation (a learned, state-independent parameter)."""
     norm_obs: bool = False
@@ -48,16 +50,20 @@ class ActorCriticConfig:
     """Scale rewards by the running std of the discounted return (saved in checkpoints)."""
     reward_clip: float = 10.0
     """With norm_reward: clip scaled rewards to +- this."""
+    reward_clamp: float = 0.0
+    """Clip the env's rewards to +- this before any scaling (0: off; PufferLib clamps to 1)."""
     precision: str = "fp32"
-    """fp32 | bf16: bf16 runs the networks under bfloat16 autocast (weights, optimizer state,
-    losses, advantages and returns stay float32)."""
+    """fp32 | bf16 | bf16-master. bf16: the networks run under bfloat16 autocast (weights,
+    optimizer state, losses, advantages and returns stay float32). bf16-master (PufferLib's):
+    the weights are bf16, the optimizer steps float32 master copies and recasts them after each
+    step; losses, advantages and returns stay float32."""
     bf16: bool = False
     """Older spelling of precision=bf16 (true overrides precision)."""
 
 
 def precision_of(cfg: ActorCriticConfig) -> str:
     """The precision ``cfg`` asks for (``bf16 = true`` is ``precision = "bf16"``)."""
-    return "bf16" if cfg.bf16 else check_precision(cfg.precision)
+    return "bf16" if cfg.bf16 else check_precision(cfg.precision, choices=PRECISIONS)
 
 
 def check_optimizer(name: str) -> None:

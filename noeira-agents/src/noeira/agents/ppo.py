@@ -33,10 +33,11 @@ import attrs
 import torch
 from torch import Tensor
 
-from noeira.agents.onpolicy import ActorCriticRollout, anneal_factor, explained_variance, segment_minibatches
-from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
+from noeira.agents.onpolicy import ActorCriticRollout, explained_variance, schedule, segment_minibatches
+from noeira.agents.optim import load_optimizer_state, scale_lr
 from noeira.agents.policy import ActorCriticConfig, check_optimizer
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
+from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
 
 __all__ = ["PPO", "recipe"]
@@ -55,13 +56,20 @@ class Config(ActorCriticConfig):
     num_minibatches: int = 4
     """Minibatches per epoch (the batch is split into this many)."""
     optimizer: str = "adam"
-    """Optimizer: adam | rmsprop (the table in noeira.agents.optim)."""
+    """Optimizer: adam | rmsprop | muon (the table in noeira.agents.optim; muon: PufferLib's,
+    Newton-Schulz orthogonalised Nesterov momentum on every matrix)."""
+    muon_momentum: float = 0.95
+    """optimizer=muon: momentum (Nesterov) of its EMA buffer."""
     lr: float = 2.5e-4
     """Learning rate (the start value when annealing)."""
     anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run."""
+    """Anneal the learning rate over the run, following lr_schedule."""
+    lr_schedule: str = "linear"
+    """With anneal_lr: linear | cosine, from lr down to lr * min_lr_ratio at the run's end."""
+    min_lr_ratio: float = 0.0
+    """With anneal_lr: the final learning rate as a fraction of lr."""
     total_steps: int = 0
-    """Env steps the annealing (lr, prio_beta) spans; 0: the run's run.total_steps."""
+    """Env steps the schedules (lr, ent_coef, prio_beta) span; 0: the run's run.total_steps."""
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95
@@ -82,9 +90,17 @@ class Config(ActorCriticConfig):
     vf_clip_coef: float = 0.2
     """Value clipping range when clip_vloss (in return units)."""
     ent_coef: float = 0.0
-    """Entropy bonus coefficient."""
+    """Entropy bonus coefficient (the start value with ent_schedule)."""
+    ent_schedule: str = "constant"
+    """constant | linear | cosine: the entropy coefficient goes from ent_coef to ent_coef_final over the run."""
+    ent_coef_final: float = 0.0
+    """The entropy coefficient at the run's end, with ent_schedule linear or cosine."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
+    replay_ratio: float = 0.0
+    """Minibatch updates per batch of data, in passes: round(replay_ratio x num_minibatches)
+    updates (fresh shuffles each pass, the last pass possibly partial; PufferLib's replay_ratio)
+    instead of update_epochs x num_minibatches. 0: update_epochs."""
     max_grad_norm: float = 0.5
     """Clip the global gradient norm to this (0: no clipping)."""
     adam_eps: float = 1e-5
@@ -184,7 +200,10 @@ class PPO:
         # networks, storage, sampling: the acting half, shared with A2C
         self.rollout = ActorCriticRollout(spec, backend, cfg, t, cfg.gamma)
         self.steps_per_collect = self.rollout.steps_per_collect
-        self.optimizer = make_optimizer(cfg.optimizer, self.rollout.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
+        self.optimizer = self.rollout.make_optimizer(cfg.optimizer, cfg.lr, eps=cfg.adam_eps, momentum=cfg.muon_momentum)
+        # minibatch updates per learn: update_epochs passes, or replay_ratio passes (the last may be partial)
+        self.num_updates = (cfg.update_epochs * cfg.num_minibatches if cfg.replay_ratio <= 0
+                            else max(1, round(cfg.replay_ratio * cfg.num_minibatches)))
         self.minibatch_size = (t * n) // cfg.num_minibatches
         if self.minibatch_size < 1:
             raise ConfigError(f"agent.num_minibatches: {cfg.num_minibatches} minibatches need at least that many "
@@ -243,7 +262,9 @@ class PPO:
         gen = self.rollout.generator
         progress = self.rollout.progress(self.total_steps)
         if cfg.anneal_lr:
-            scale_lr(self.optimizer, anneal_factor(progress))
+            scale_lr(self.optimizer, schedule(progress, cfg.lr_schedule, 1.0, cfg.min_lr_ratio))
+        ent_coef = cfg.ent_coef if cfg.ent_schedule == "constant" else \
+            schedule(progress, cfg.ent_schedule, cfg.ent_coef, cfg.ent_coef_final)
         beta = cfg.prio_beta0 + (1.0 - cfg.prio_beta0) * progress
         if cfg.advantage == "puff":
             self.ratio.fill_(1.0)
@@ -256,62 +277,66 @@ class PPO:
             return x[:, idx].reshape(-1) if self.segments else x.view(-1)[idx]
 
         sums = torch.zeros(6, device=self.device)  # policy_loss, value_loss, entropy, approx_kl, clipfrac, grad_norm
-        for _epoch in range(cfg.update_epochs):
-            if cfg.prio_alpha <= 0:  # uniform: a fresh permutation of the rows (or envs) each epoch
+        for update in range(self.num_updates):
+            i = update % cfg.num_minibatches
+            if i == 0 and cfg.prio_alpha <= 0:  # uniform: a fresh permutation of the rows (or envs) each pass
                 perm = torch.randperm(n if self.segments else self.steps_per_collect, generator=gen, device=self.device)
-            for i in range(cfg.num_minibatches):
-                if cfg.advantage == "puff" and not (_epoch == 0 and i == 0):
-                    self._advantages()  # the policy moved: re-weight with the new ratios and values
-                weight = None
-                if cfg.prio_alpha > 0:
-                    idx, weight = self._sample_segments(beta)
-                elif self.segments:
-                    idx = perm[i * m:(i + 1) * m]
-                else:
-                    idx = perm[i * mb:(i + 1) * mb]
-                mb_adv, mb_returns, mb_values = pick(buf.advantages, idx), pick(buf.returns, idx), pick(buf.values, idx)
-                newlogprob, entropy, newvalue = self.rollout.evaluate(idx, self.segments)
-                logratio = newlogprob - pick(buf.logprobs, idx)
-                ratio = logratio.exp()
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - logratio).mean()  # the k3 estimator of KL(old || new)
-                    clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+            if cfg.advantage == "puff" and update > 0:
+                self._advantages()  # the policy moved: re-weight with the new ratios and values
+            weight = None
+            if cfg.prio_alpha > 0:
+                idx, weight = self._sample_segments(beta)
+            elif self.segments:
+                idx = perm[i * m:(i + 1) * m]
+            else:
+                idx = perm[i * mb:(i + 1) * mb]
+            mb_adv, mb_returns, mb_values = pick(buf.advantages, idx), pick(buf.returns, idx), pick(buf.values, idx)
+            newlogprob, entropy, newvalue = self.rollout.evaluate(idx, self.segments)
+            logratio = newlogprob - pick(buf.logprobs, idx)
+            ratio = logratio.exp()
+            with torch.no_grad():
+                approx_kl = ((ratio - 1) - logratio).mean()  # the k3 estimator of KL(old || new)
+                clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
 
-                if cfg.norm_adv:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                if weight is not None:
-                    mb_adv = mb_adv * weight  # prioritized sampling's importance correction
+            if cfg.norm_adv:
+                mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+            if weight is not None:
+                mb_adv = mb_adv * weight  # prioritized sampling's importance correction
 
-                # clipped surrogate objective
-                pg_loss = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
-                # value loss, optionally clipped around the rollout's values
-                if cfg.clip_vloss:
-                    v_clipped = mb_values + (newvalue - mb_values).clamp(-cfg.vf_clip_coef, cfg.vf_clip_coef)
-                    v_loss = 0.5 * torch.max((newvalue - mb_returns).square(), (v_clipped - mb_returns).square()).mean()
-                else:
-                    v_loss = 0.5 * (newvalue - mb_returns).square().mean()
-                entropy_loss = entropy.mean()
-                loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
+            # clipped surrogate objective
+            pg_loss = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+            # value loss, optionally clipped around the rollout's values
+            if cfg.clip_vloss:
+                v_clipped = mb_values + (newvalue - mb_values).clamp(-cfg.vf_clip_coef, cfg.vf_clip_coef)
+                v_loss = 0.5 * torch.max((newvalue - mb_returns).square(), (v_clipped - mb_returns).square()).mean()
+            else:
+                v_loss = 0.5 * (newvalue - mb_returns).square().mean()
+            entropy_loss = entropy.mean()
+            loss = pg_loss - ent_coef * entropy_loss + cfg.vf_coef * v_loss
 
-                self.optimizer.zero_grad(set_to_none=False)
-                loss.backward()
-                grad_norm = clip_gradients(policy.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=False)
+            loss.backward()
+            sync_gradients(policy.parameters())  # data-parallel: the ranks' mean gradient (no-op alone)
+            grad_norm = self.rollout.clip_gradients(cfg.max_grad_norm)
+            self.optimizer.step()
 
-                if cfg.advantage == "puff":  # remember where the policy and critic now stand
-                    rows = (torch.arange(cfg.horizon, device=self.device)[:, None] * n + idx[None, :]).reshape(-1) \
-                        if self.segments else idx
-                    self.ratio.view(-1).index_copy_(0, rows, ratio.detach())
-                    buf.values.view(-1).index_copy_(0, rows, newvalue.detach())
-                sums += torch.stack([pg_loss.detach(), v_loss.detach(), entropy_loss.detach(), approx_kl, clipfrac,
-                                     grad_norm])
+            if cfg.advantage == "puff":  # remember where the policy and critic now stand
+                rows = (torch.arange(cfg.horizon, device=self.device)[:, None] * n + idx[None, :]).reshape(-1) \
+                    if self.segments else idx
+                self.ratio.view(-1).index_copy_(0, rows, ratio.detach())
+                buf.values.view(-1).index_copy_(0, rows, newvalue.detach())
+            sums += torch.stack([pg_loss.detach(), v_loss.detach(), entropy_loss.detach(), approx_kl, clipfrac,
+                                 grad_norm])
 
-        means = sums / (cfg.update_epochs * cfg.num_minibatches)
-        return {
+        means = sums / self.num_updates
+        metrics = {
             "policy_loss": means[0], "value_loss": means[1], "entropy": means[2], "approx_kl": means[3],
             "clipfrac": means[4], "explained_variance": explained_var, "grad_norm": means[5],
             "lr": self.optimizer.param_groups[0]["lr"].clone(), "advantage_mean": buf.advantages.mean(),
         }
+        if cfg.ent_schedule != "constant":
+            metrics["ent_coef"] = torch.as_tensor(ent_coef, device=self.device).clone()
+        return metrics
 
     # -- checkpoints ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -342,11 +367,17 @@ def validate(cfg: Config) -> None:
     if not 0 <= cfg.gamma <= 1 or not 0 <= cfg.gae_lambda <= 1:
         raise ConfigError("agent.gamma / agent.gae_lambda: must lie in [0, 1]")
     check_optimizer(cfg.optimizer)
+    if cfg.lr_schedule not in ("linear", "cosine"):
+        raise ConfigError(f"agent.lr_schedule: expected 'linear' or 'cosine', got {cfg.lr_schedule!r}")
+    if cfg.ent_schedule not in ("constant", "linear", "cosine"):
+        raise ConfigError(f"agent.ent_schedule: expected 'constant', 'linear' or 'cosine', got {cfg.ent_schedule!r}")
+    if not 0 <= cfg.min_lr_ratio <= 1:
+        raise ConfigError(f"agent.min_lr_ratio: must lie in [0, 1], got {cfg.min_lr_ratio}")
+    if not cfg.replay_ratio >= 0:
+        raise ConfigError(f"agent.replay_ratio: must be >= 0 (0: update_epochs), got {cfg.replay_ratio}")
+    if not 0 <= cfg.muon_momentum < 1:
+        raise ConfigError(f"agent.muon_momentum: must lie in [0, 1), got {cfg.muon_momentum}")
+    for key in ("reward_clamp", "vf_coef", "vf_clip_coef", "ent_coef", "ent_coef_final", "max_grad_norm"):
+        if not getattr(cfg, key) >= 0:
+            raise ConfigError(f"agent.{key}: must be >= 0, got {getattr(cfg, key)}")
 
-
-def clip_gradients(params: Any, max_norm: float) -> Tensor:
-    """Clip the global gradient norm to ``max_norm`` (0: no clipping); returns the norm before
-    clipping (0 when not clipping: computing it would cost a reduction)."""
-    if max_norm > 0:
-        return torch.nn.utils.clip_grad_norm_(params, max_norm).detach()
-    return torch.zeros((), device=next(iter(params)).device)

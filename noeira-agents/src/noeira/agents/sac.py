@@ -39,6 +39,7 @@ from noeira.agents.offpolicy import (
 )
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
+from noeira.core.distributed import sync_gradients
 
 __all__ = ["RECIPES", "SAC", "SquashedGaussianActor", "recipe"]
 
@@ -131,6 +132,7 @@ class SAC(OffPolicyAgent):
         critic_loss = (q - target).square().mean(-1).sum()
         self.critic_opt.zero_grad(set_to_none=False)
         critic_loss.backward()
+        sync_gradients(self.critic.parameters())  # data-parallel: the ranks' mean gradient (no-op alone)
         self.critic_opt.step()
 
         # 2. actor: maximize min Q + entropy (gradients flow through the critic to the action only)
@@ -140,6 +142,7 @@ class SAC(OffPolicyAgent):
         actor_loss = (alpha * log_prob - min_q).mean()
         self.actor_opt.zero_grad(set_to_none=False)
         actor_loss.backward()
+        sync_gradients(self.actor.parameters())
         self.actor_opt.step()
 
         # 3. temperature
@@ -147,6 +150,7 @@ class SAC(OffPolicyAgent):
             alpha_loss = -(self.log_alpha["log_alpha"].exp() * (log_prob.detach() + self.target_entropy)).mean()
             self.alpha_opt.zero_grad(set_to_none=False)
             alpha_loss.backward()
+            sync_gradients(self.log_alpha.parameters())
             self.alpha_opt.step()
 
         # 4. targets

@@ -50,6 +50,7 @@ from noeira.agents.offpolicy import (
 from noeira.agents.optim import masked_step
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
+from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
 
 __all__ = ["RECIPES", "TD3", "DeterministicActor", "DeterministicAgent", "DeterministicConfig", "recipe"]
@@ -172,6 +173,7 @@ class DeterministicAgent(OffPolicyAgent):
         critic_loss = (q - target).square().mean(-1).sum()
         self.critic_opt.zero_grad(set_to_none=False)
         critic_loss.backward()
+        sync_gradients(self.critic.parameters())  # data-parallel: the ranks' mean gradient (no-op alone)
         self.critic_opt.step()
         metrics = {"critic_loss": critic_loss, "q_mean": q.mean()}
 
@@ -187,6 +189,7 @@ class DeterministicAgent(OffPolicyAgent):
         actor_loss = -actor_q.float().mean()
         self.actor_opt.zero_grad(set_to_none=False)
         actor_loss.backward()
+        sync_gradients(self.actor.parameters())
         if due is None:
             self.actor_opt.step()
             tau: float | Tensor = cfg.tau

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from noeira.core import registry
+from noeira.core import distributed, registry
 from noeira.core.api import split_name
 from noeira.core.config import (
     DEFAULT_AGENT,
@@ -61,10 +61,12 @@ def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Con
 def _train_help(overrides: dict[str, Any]) -> int:
     console = Console()
     console.print(
-        "usage: noeira train [KEY=VALUE ...] [--config FILE] [--run-dir DIR] [--overwrite] [--debug]\n\n"
+        "usage: noeira train [KEY=VALUE ...] [--config FILE] [--run-dir DIR] [--overwrite] [--debug]\n"
+        "                    [--nproc-per-node N [--nnodes M --rdzv-endpoint HOST:PORT --node-rank R]]\n\n"
         "Trains an agent on an env, writing a run directory (config.toml, record.json, "
         "metrics.jsonl, checkpoints/).\nKEY=VALUE overrides any config key: env=NAME, "
-        "agent=NAME, backend=cpu|cuda|auto, graph=NAME, env.num_envs=N, agent.KEY=V, run.KEY=V.\n"
+        "agent=NAME, backend=cpu|cuda|auto, graph=NAME, env.num_envs=N (per process with --nproc-per-node), "
+        "agent.KEY=V, run.KEY=V.\n"
     )
     env_name = overrides.get("env", {}).get("name", DEFAULT_ENV)
     agent_name = overrides.get("agent", {}).get("name", DEFAULT_AGENT)
@@ -82,8 +84,25 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.help:
         return _train_help(parse_overrides(args.overrides))
-    cfg = config_from_cli(args.overrides, args.config)
-    record = train(cfg, run_dir=args.run_dir, overwrite=args.overwrite)
+    cfg = config_from_cli(args.overrides, args.config)  # a config error stops here, before any process starts
+    if args.nproc_per_node is not None and distributed.from_environment() is None:
+        from pathlib import Path
+
+        from noeira.core.driver import prepare_run_dir
+
+        if args.run_dir and not args.overwrite:
+            prepare_run_dir(Path(args.run_dir), cfg, overwrite=False)  # refuse an existing run before launching
+        return distributed.launch(_without_launch_options(args.raw_argv), args.nproc_per_node, args.nnodes,
+                                  args.rdzv_endpoint or "", args.node_rank)
+    try:
+        record = train(cfg, run_dir=args.run_dir, overwrite=args.overwrite)
+    except BaseException:
+        distributed.shutdown(wait=False)
+        raise
+    rank = distributed.current()[0]
+    distributed.shutdown()
+    if rank != 0:
+        return 0  # rank 0 reports the run
     ev = record.get("final_eval")
     evs = f", eval {ev['mean_return']:.1f} ± {ev['std_return']:.1f} over {ev['episodes']} episodes" if ev else ""
     print(
@@ -94,29 +113,81 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+_LAUNCH_OPTIONS = ("--nproc-per-node", "--nnodes", "--rdzv-endpoint", "--node-rank")
+
+
+def _without_launch_options(argv: list[str]) -> list[str]:
+    """``noeira train`` arguments for each rank: the launcher's own options taken out."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in _LAUNCH_OPTIONS:
+            skip = "=" not in a
+            continue
+        if a != "train":
+            out.append(a)
+    return out
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from noeira.core.driver import eval_run
 
     if args.episodes is not None and args.episodes < 1:
         raise UserError(f"--episodes: must be >= 1, got {args.episodes}")
     result = eval_run(args.run_dir, episodes=args.episodes, backend=args.backend)
-    print(json.dumps(result))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"eval {result['mean_return']:.1f} ± {result['std_return']:.1f} over {result['episodes']} episodes "
+              f"(deterministic) -> {args.run_dir}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from noeira.core.plot import plot_runs
+
+    print(plot_runs(args.run_dirs, args.out, args.metric))
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     plugins = registry.list_plugins()
+    hooks = [(ep.name, ep.dist.metadata["Name"] if ep.dist is not None else "?", ep.dist.version if ep.dist else "?",
+              (ep.dist.metadata["Summary"] or "") if ep.dist else "") for ep in registry.entry_points("noeira")]
     if args.json:
-        print(json.dumps({k: [{"name": p.name, "distribution": p.distribution, "version": p.version,
-                                "summary": p.summary} for p in v] for k, v in plugins.items()}, indent=2))
+        out: dict[str, Any] = {k: [{"name": p.name, "distribution": p.distribution, "version": p.version,
+                                    "summary": p.summary} for p in v] for k, v in plugins.items()}
+        out["hooks"] = [{"name": n, "distribution": d, "version": v, "summary": s} for n, d, v, s in sorted(hooks)]
+        print(json.dumps(out, indent=2))
         return 0
-    table = Table(title="installed noeira plugins")
-    for col in ("kind", "name", "distribution", "version", "summary"):
-        table.add_column(col)
-    for kind, rows in plugins.items():
-        for p in rows:
-            table.add_row(kind, p.name, p.distribution, p.version, p.summary)
-    Console().print(table)
+    # one row per kind (names grouped by distribution), then one line per distribution: fits 80 columns
+    dists: dict[str, tuple[str, str]] = {}
+    table = Table(title="installed noeira plugins", show_lines=False, expand=False)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("names (distribution)", overflow="fold")
+    rows = {kind: [(p.name, p.distribution) for p in ps] for kind, ps in plugins.items()}
+    rows["hooks"] = [(n, d) for n, d, _, _ in hooks]
+    for kind, items in rows.items():
+        by_dist: dict[str, list[str]] = {}
+        for name, dist in items:
+            by_dist.setdefault(dist, []).append(name)
+        table.add_row(kind, "; ".join(f"{', '.join(sorted(ns))} ({d})" for d, ns in sorted(by_dist.items())) or "-")
+    for ps in plugins.values():
+        for p in ps:
+            dists[p.distribution] = (p.version, p.summary)
+    for _, d, v, summary in hooks:
+        dists[d] = (v, summary)
+    console = Console()
+    console.print(table)
+    dist_table = Table(title="distributions", show_lines=False)
+    for col in ("distribution", "version", "summary"):
+        dist_table.add_column(col, overflow="fold")
+    for d, (v, summary) in sorted(dists.items()):
+        dist_table.add_row(d, v, summary)
+    console.print(dist_table)
     return 0
 
 
@@ -158,6 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="where to write the run (default runs/ENV-AGENT-TIME); an existing run is "
                    "refused unless run.resume names it (continue) or --overwrite")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in --run-dir")
+    p.add_argument("--nproc-per-node", type=int, metavar="N",
+                   help="train data-parallel in N processes on this node (one GPU each; env.num_envs is per process), "
+                        "launched through torchrun's API")
+    p.add_argument("--nnodes", default="1", help="nodes (or MIN:MAX) of a multi-node run, with --rdzv-endpoint")
+    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="where the nodes of a multi-node run meet")
+    p.add_argument("--node-rank", type=int, help="this node's rank in a multi-node run (else assigned)")
     p.add_argument("-h", "--help", action="store_true", help="show the keys of the chosen plugins")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train)
@@ -166,8 +243,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--episodes", type=int)
     p.add_argument("--backend", help="evaluate on another backend")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("plot", help="learning curves of runs to a PNG (needs matplotlib)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("-o", "--out", default="curves.png", help="the PNG to write (default curves.png)")
+    p.add_argument("--metric", default="episode_return", help="the metrics.jsonl key to plot")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("list", help="installed plugins by kind")
     p.add_argument("--json", action="store_true")
@@ -180,10 +265,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_COMMANDS_FROM = {"robot": "noeira-robot", "verify-graph": "noeira-cuda", "check-capture": "noeira-cuda"}
+"""Commands that other noeira distributions add (through noeira_add_commands)."""
+
+
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """``parse_args``, but ``train`` takes its KEY=VALUE overrides before and after options
     (``noeira train --run-dir R run.resume=R``)."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if command in _COMMANDS_FROM and command not in sub.choices:
+        dist = _COMMANDS_FROM[command]
+        raise UserError(f"`noeira {command}` comes with the {dist} distribution, which is not installed "
+                        f"(pip install ./{dist} from a clone)")
     args, extra = parser.parse_known_args(argv)
+    args.raw_argv = list(argv)
     if getattr(args, "command", None) == "train":
         args.overrides += [x for x in extra if "=" in x and not x.startswith("-")]
         extra = [x for x in extra if "=" not in x or x.startswith("-")]

@@ -197,10 +197,12 @@ def structure(data: Mapping[str, Any], cls: type[T], path: str) -> T:
 _SHORT = {"env": "env.name", "agent": "agent.name", "graph": "graph.name"}
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(key: str, text: str) -> Any:
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as err:
+        if text[:1] in "[{\"'":  # meant as a list, table or quoted string: say why it is not one
+            raise ConfigError(f"{key}: {text!r} is not a valid TOML value ({err})") from None
         return text
 
 
@@ -213,7 +215,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"{item!r}: an override is KEY=VALUE (e.g. agent.lr=3e-4)")
-        set_path(out, _SHORT.get(key, key), _parse_value(value.strip()))
+        set_path(out, _SHORT.get(key, key), _parse_value(key, value.strip()))
     return out
 
 

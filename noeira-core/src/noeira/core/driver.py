@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.metadata as md
 import json
@@ -27,7 +28,7 @@ from typing import Any
 import attrs
 import torch
 
-from noeira.core import registry
+from noeira.core import distributed, registry
 from noeira.core.api import get_backend, get_graph_backend, plugin_config, split_name
 from noeira.core.config import (
     DEFAULT_AGENT,
@@ -43,7 +44,7 @@ from noeira.core.config import (
 )
 from noeira.core.contracts import Agent, Backend, BatchedEnv
 from noeira.core.errors import ConfigError, Terminated, UserError
-from noeira.core.plugins import get_plugin_manager
+from noeira.core.plugins import get_plugin_manager, plugin_distribution
 from noeira.core.recipes import find_recipes, merged_recipe
 
 __all__ = [
@@ -200,8 +201,14 @@ def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
         name = dist.metadata["Name"] or ""
         if name.startswith("noeira"):
             out[name] = dist.version
+    for name, _ in get_plugin_manager().list_name_plugin():  # hook plugins take part in every run
+        dist = plugin_distribution(name)
+        if dist and dist != "?":
+            with contextlib.suppress(md.PackageNotFoundError):
+                out.setdefault(dist, md.version(dist))
+    network = cfg.to_dict()["agent"].get("network")
     for kind, name in (("envs", split_name(cfg.env.name)[0]), ("agents", cfg.agent.name), ("graph", graph),
-                       ("backends", cfg.backend)):
+                       ("backends", cfg.backend.partition(":")[0]), ("networks", network)):
         for info in registry.list_plugins(kind)[kind]:
             if info.name == name:
                 out[info.distribution] = info.version
@@ -343,6 +350,48 @@ def prepare_run_dir(path: Path, cfg: RunConfig, overwrite: bool) -> None:
         ckpt.unlink()
 
 
+def _process_backend(name: str) -> Backend:
+    """This process's backend: alone, ``name``; launched by torchrun, the device of its local rank
+    (``cuda:LOCAL_RANK``) with its rank and world size, the process group joined."""
+    base = name.partition(":")[0]
+    world = distributed.init(base)
+    if world is None:
+        return get_backend(name)
+    return get_backend(f"{base}:{world.local_rank}" if base == "cuda" else base, world.rank, world.world_size)
+
+
+def _shared_tensors(agent: Agent, backend: Backend) -> list[torch.Tensor]:
+    """The agent's tensors every rank must hold alike (weights, normaliser statistics, optimizer
+    state): its state_dict's tensors on the device, except replay buffers and generator states."""
+    out: list[torch.Tensor] = []
+
+    def walk(x: Any, key: str) -> None:
+        if key in ("replay", "generator"):
+            return
+        if isinstance(x, torch.Tensor):
+            if x.device == backend.device:
+                out.append(x)
+        elif isinstance(x, Mapping):
+            for k, v in x.items():
+                walk(v, str(k))
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v, key)
+
+    walk(agent.state_dict(), "")
+    return out
+
+
+def parameter_hash(agent: Agent, backend: Backend) -> str:
+    """A digest of the agent's shared tensors (see :func:`_shared_tensors`), to compare ranks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in _shared_tensors(agent, backend):
+        h.update(t.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def episode_metrics(env: BatchedEnv, host: dict[str, float]) -> dict[str, float]:
     """Turn the episode sums read from the device (``pop_episode_stats``) into means:
     ``episode_return``, ``episode_length``, ``episode_<key>`` for each extra ``<key>_sum``, what the
@@ -372,12 +421,24 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     checkpoint (``checkpoints/latest.pt``) and ``record.json`` (outcome ``interrupted`` or
     ``terminated``), then raise ``KeyboardInterrupt`` or :class:`Terminated`."""
     pm = get_plugin_manager()
-    backend = backend if backend is not None else get_backend(cfg.backend)
+    if backend is None:
+        backend = _process_backend(cfg.backend)
     main = backend.rank == 0
     path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
+    path = Path(distributed.from_rank_zero(str(path)))  # rank 0's choice (a new directory is named by the time)
+    error = None
     if main:
-        prepare_run_dir(path, cfg, overwrite)
-        pm.hook.noeira_configure(config=cfg)
+        try:
+            prepare_run_dir(path, cfg, overwrite)
+            pm.hook.noeira_configure(config=cfg)
+        except UserError as err:
+            error = str(err)
+    error = distributed.from_rank_zero(error)  # a refused run stops every rank before any work
+    if error is not None:
+        raise UserError(error)
+    if main and not cfg.recipes:
+        log.warning("no tuned recipe for agent %r on env %r (%s): the plugins' defaults apply and may not solve it",
+                    cfg.agent.name, cfg.env.name, cfg.backend)
     graph_name = choose_graph(cfg.graph, backend)
     graph = get_graph_backend(graph_name)
     pieces = build(cfg, graph_name, backend)
@@ -388,6 +449,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         (path / "checkpoints").mkdir(exist_ok=True)
         _atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
+    distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     if cfg.run.resume:
         ckpt = load_checkpoint(cfg.run.resume, map_location=backend.device)
         run.iteration, run.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
@@ -405,6 +467,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         "capture_train": cfg.graph.capture_train, "run_dir": str(path), "start": run.started,
         "resumed_from": cfg.run.resume or None, "recipes": list(cfg.recipes),
         "world_size": backend.world_size, "num_envs_per_rank": cfg.num_envs,
+        "devices": distributed.gather_objects(f"{backend.name} {backend.device} ({backend.device_name()})"),
     }
     steps_per_iteration = agent.steps_per_collect * backend.world_size  # the budget counts every rank's steps
 
@@ -422,6 +485,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     window_t, window_steps = t0, run.env_steps
     saved_t = t0
     stop = _StopRequests()
+    stop_flag = torch.zeros(1, device=backend.device)
     try:
         with stop:
             while run.env_steps < cfg.run.total_steps and stop.signal is None:
@@ -434,6 +498,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
                     host = episode_metrics(env, backend.to_host({**metrics, **env.pop_episode_stats()}))
                     now = time.perf_counter()
                     host["steps_per_second"] = (run.env_steps - window_steps) / max(now - window_t, 1e-9)
+                    host["time"] = now - t0  # seconds of training in this process (learning curves over time)
                     window_t, window_steps = now, run.env_steps
                     pm.hook.noeira_iteration(run=run, iteration=run.iteration, env_steps=run.env_steps, metrics=host)
                 due_time = cfg.run.checkpoint_minutes > 0 and time.perf_counter() - saved_t >= 60 * cfg.run.checkpoint_minutes
@@ -441,10 +506,18 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
                 if (due_time or due_iter) and not last:
                     checkpoint("latest.pt")
                     saved_t = time.perf_counter()
+                if backend.world_size > 1 and run.iteration % cfg.run.log_interval == 0:
+                    # a signal may reach the ranks at different iterations: stop together
+                    stop_flag.fill_(float(stop.signal or 0))
+                    distributed.all_reduce_max_(stop_flag)
+                    if stop.signal is None and float(stop_flag) > 0:
+                        stop.signal = int(stop_flag.item())
         if stop.signal is not None:
             raise Terminated() if stop.signal == signal.SIGTERM else KeyboardInterrupt()
         backend.synchronize()
         train_time = time.perf_counter() - t0
+        if backend.world_size > 1:  # the ranks' parameters, hashed on each: they must be identical
+            record["param_hashes"] = distributed.gather_objects(parameter_hash(agent, backend))
         checkpoint("final.pt")
         record["train_seconds"] = train_time
         record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)

@@ -1,0 +1,88 @@
+"""Data-parallel training on torch.distributed, tested with gloo processes on the CPU:
+identical parameters on every rank, one run directory, the budget counted across ranks,
+resume, failures that end the job with one message, determinism in the seed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BASE = ["backend=cpu", "env=cartpole", "run.progress=false"]
+
+
+def noeira(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "noeira.core.cli", "train", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def record(run: Path) -> dict:
+    return json.loads((run / "record.json").read_text())
+
+
+def test_two_ranks_train_identically_into_one_run_directory(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    out = noeira("--nproc-per-node", "2", *BASE, "run.total_steps=20480", "--run-dir", str(run))
+    assert out.returncode == 0, out.stderr[-3000:]
+    rec = record(run)
+    assert rec["world_size"] == 2 and rec["num_envs_per_rank"] == 64 and len(rec["devices"]) == 2
+    assert len(rec["param_hashes"]) == 2 and len(set(rec["param_hashes"])) == 1, rec["param_hashes"]
+    per_iteration = 2 * 64 * 16  # two ranks' envs x horizon: the budget counts every rank's steps
+    assert rec["env_steps"] == 20480 and rec["iterations"] == 20480 // per_iteration
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # one run directory, written by rank 0
+    assert {"checkpoints", "config.toml", "metrics.jsonl", "record.json"} <= {p.name for p in run.iterdir()}
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["final.pt"]
+    assert out.stdout.count("ppo on cartpole") == 1  # rank 0 reports
+
+    # the same seed gives the same run; resume continues it at the same world size
+    again = tmp_path / "again"
+    assert noeira("--nproc-per-node", "2", *BASE, "run.total_steps=20480", "--run-dir", str(again)).returncode == 0
+    assert record(again)["param_hashes"] == rec["param_hashes"]
+    out = noeira("--nproc-per-node", "2", *BASE, "run.total_steps=24576", f"run.resume={run}", "--run-dir", str(run))
+    assert out.returncode == 0, out.stderr[-3000:]
+    resumed = record(run)
+    assert resumed["env_steps"] == 24576 and len(set(resumed["param_hashes"])) == 1
+    assert resumed["param_hashes"] != rec["param_hashes"]
+
+
+def test_three_ranks_solve_cartpole_and_resume_from_one_process(tmp_path: Path) -> None:
+    single = tmp_path / "single"
+    assert noeira(*BASE, "run.total_steps=4096", "run.eval_episodes=0", "--run-dir", str(single)).returncode == 0
+    run = tmp_path / "three"
+    out = noeira("--nproc-per-node", "3", *BASE, "run.total_steps=300000", f"run.resume={single}", "--run-dir", str(run))
+    assert out.returncode == 0, out.stderr[-3000:]
+    rec = record(run)
+    assert rec["world_size"] == 3 and len(set(rec["param_hashes"])) == 1
+    assert rec["resumed_from"] and rec["final_eval"]["mean_return"] >= 475, rec["final_eval"]
+
+
+def test_a_failing_rank_ends_the_job_with_one_message(install_dist, tmp_path: Path) -> None:
+    install_dist("crash-plugins", {"noeira.agents": {"crashing": "toy_plugins:CrashingAgent"}})
+    out = noeira("--nproc-per-node", "2", "backend=cpu", "env=corridor", "agent=crashing", "run.progress=false",
+                 "env.num_envs=4", "run.total_steps=100000", "--run-dir", str(tmp_path / "run"), timeout=240)
+    assert out.returncode == 2, out.stderr[-3000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("noeira: error: distributed run failed: rank 1") and "stopped" in last
+    assert "rank 1 crashed on purpose" in out.stderr
+
+
+def test_bad_config_or_run_dir_stops_before_any_process(tmp_path: Path) -> None:
+    out = noeira("--nproc-per-node", "2", *BASE, "agent.lr=fast")
+    assert out.returncode == 2 and out.stderr.strip() == "noeira: error: agent.lr: expected a float, got 'fast'"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.toml").write_text("")
+    out = noeira("--nproc-per-node", "2", *BASE, "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 2 and "already holds a run" in out.stderr and "torch.distributed" not in out.stderr
+
+
+@pytest.mark.parametrize("agent,env", [("sac", "pendulum"), ("a2c", "cartpole")])
+def test_other_agents_stay_identical_across_ranks(agent: str, env: str, tmp_path: Path) -> None:
+    extra = ["agent.learning_starts=64", "agent.batch_size=32"] if agent == "sac" else ["agent.norm_obs=true"]
+    out = noeira("--nproc-per-node", "2", "backend=cpu", f"env={env}", f"agent={agent}", "run.progress=false",
+                 "env.num_envs=4", "run.total_steps=512", "run.eval_episodes=0", *extra, "--run-dir", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    hashes = record(tmp_path / "r")["param_hashes"]
+    assert len(hashes) == 2 and hashes[0] == hashes[1]
