@@ -377,9 +377,9 @@ def test_recorded_learn_is_bit_identical_to_eager(name, options, kw) -> None:
         pytest.skip("needs CUDA")
     from noeira.core.api import get_graph_backend
 
-    backend = get_backend("cuda")
     results = []
     for graph in ("eager", "stream"):
+        backend = get_backend("cuda")  # a fresh backend per run, as the driver makes: its generators are this run's
         torch.manual_seed(0)
         env = CueCorridor(CueCorridor.Config(length=4), num_envs=64, backend=backend, seed=0)
         agent = make_agent("ppo", env, network=name, network_options=options, hidden_sizes=[32, 32], horizon=16,

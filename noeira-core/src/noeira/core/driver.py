@@ -460,11 +460,19 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         agent.load_state_dict(ckpt["agent"])
 
     collect = graph.wrap(agent.collect, backend) if capture_env else agent.collect
-    learn = graph.wrap(agent.learn, backend) if cfg.graph.capture_train else agent.learn
+    capture_train = cfg.graph.capture_train
+    if capture_train and backend.world_size > 1 and graph_name != "eager":
+        # learn holds the gradient all-reduce; recorded with NCCL inside, a 2-GPU run hung on the
+        # H200 (2026-12-01, not yet understood), so it runs eagerly until that is solved
+        capture_train = False
+        if main:
+            log.warning("graph %r: learn runs eagerly with %d processes (collect is still recorded)",
+                        graph_name, backend.world_size)
+    learn = graph.wrap(agent.learn, backend) if capture_train else agent.learn
     record: dict[str, Any] = {
         "versions": _versions(cfg, graph_name), "commit": _git_commit(), "backend": backend.name,
         "device": backend.device_name(), "graph": graph_name, "capture_env": bool(capture_env),
-        "capture_train": cfg.graph.capture_train, "run_dir": str(path), "start": run.started,
+        "capture_train": capture_train, "run_dir": str(path), "start": run.started,
         "resumed_from": cfg.run.resume or None, "recipes": list(cfg.recipes),
         "world_size": backend.world_size, "num_envs_per_rank": cfg.num_envs,
         "devices": distributed.gather_objects(f"{backend.name} {backend.device} ({backend.device_name()})"),
