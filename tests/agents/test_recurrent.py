@@ -363,6 +363,18 @@ def test_memory_task_is_solved_within_a_minute(network, tmp_path) -> None:
         assert record["final_eval"]["mean_return"] == 1.0
 
 
+def test_agent_built_for_an_env_shares_its_backend() -> None:
+    """make_agent(name, env) builds on the env's own backend object, so the agent's sampling
+    generator is in ``backend.generators`` and a recorded step registers it (on CUDA, a
+    generator the graph does not know fails the capture)."""
+    backend = get_backend("cpu")
+    env = CueCorridor(CueCorridor.Config(length=4), num_envs=8, backend=backend, seed=0)
+    agent = make_agent("ppo", env, network="mingru", hidden_sizes=[8], horizon=4)
+    assert agent.backend is backend
+    assert any(g is agent.rollout.generator for g in backend.generators)
+    assert any(g is env.generator for g in backend.generators)
+
+
 # -- CUDA graphs ------------------------------------------------------------------------------
 
 @pytest.mark.cuda

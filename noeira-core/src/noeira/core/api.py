@@ -96,13 +96,19 @@ def make_agent(
     **config: Any,
 ) -> Any:
     """The agent registered as ``name`` for ``env`` (or its spec); ``config`` are its keys.
-    ``backend`` defaults to the env's device."""
-    from noeira.core.contracts import EnvSpec
+    ``backend`` defaults to the env's own backend object (so the agent's generators join the
+    env's in ``backend.generators``, which a recorded step registers), else the env's device."""
+    from noeira.core.contracts import Backend, EnvSpec
 
     spec = env if isinstance(env, EnvSpec) else env.spec
     cls = registry.load("agents", name)
     cfg = plugin_config(cls, config, "agent")
-    return cls(spec, get_backend(backend) if backend is not None else backend_for(spec.device), cfg)
+    if backend is None:
+        own = getattr(env, "backend", None)
+        chosen = own if isinstance(own, Backend) else backend_for(spec.device)
+    else:
+        chosen = get_backend(backend)
+    return cls(spec, chosen, cfg)
 
 
 def make_physics(

@@ -52,6 +52,9 @@ __all__ = ["RECORD_ENV", "RecordedStep", "StreamGraph", "recording_enabled"]
 
 log = logging.getLogger("noeira")
 RECORD_ENV = "NOEIRA_DEVICE_GRAPH"
+GENERATOR_HINT = ("a random op drew from a CUDA generator this graph does not know: make generators with "
+                  "`backend.generator(seed)` of the backend the step was wrapped with, and build env and agent "
+                  "on that same backend object")
 HINT = "run `noeira check-capture` with the same overrides to list host syncs, CPU tensors and allocations"
 
 
@@ -166,8 +169,9 @@ class RecordedStep:
             except BaseException as err:
                 with contextlib.suppress(Exception):  # the capture is invalid already; `err` says why
                     graph.capture_end()
+                hint = GENERATOR_HINT if "generator not in capture mode" in str(err) else HINT
                 raise CaptureError(f"graph {self.owner.name!r}: recording {self.name} failed: "
-                                   f"{type(err).__name__}: {_first_line(err)} ({HINT})") from err
+                                   f"{type(err).__name__}: {_first_line(err)} ({hint})") from err
             try:
                 graph.capture_end()
             except Exception as err:
