@@ -86,3 +86,16 @@ def test_other_agents_stay_identical_across_ranks(agent: str, env: str, tmp_path
     assert out.returncode == 0, out.stderr[-3000:]
     hashes = record(tmp_path / "r")["param_hashes"]
     assert len(hashes) == 2 and hashes[0] == hashes[1]
+
+
+def test_verify_graph_and_check_capture_run_under_torchrun() -> None:
+    """Both check commands join the job like training does (each rank its own part, collectives
+    matched) and rank 0 alone reports one verdict for every rank."""
+    for command, extra, verdict in [("verify-graph", ["--iterations", "3"], "bit-identical on all 2 ranks"),
+                                    ("check-capture", [], "clean: no host syncs")]:
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m",
+                              "noeira.core.cli", command, *BASE, *extra], capture_output=True, text=True, timeout=300,
+                             check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.count(verdict) == 1, out.stdout
+        assert "2 ranks" in out.stdout.splitlines()[0], out.stdout

@@ -137,10 +137,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.episodes < 1:
         raise UserError(f"--episodes: must be >= 1, got {args.episodes}")
+    if args.video:  # the video alone, unless --episodes asks for the evaluation too
+        from noeira.core.video import record_video
+
+        video = record_video(args.run_dir, args.video, backend=args.backend, fps=args.fps, max_frames=args.video_frames)
+        if args.episodes is None:
+            if args.json:
+                print(json.dumps({"video": video}))
+            else:
+                print(f"video: {video['frames']} frames ({video['size'][1]}x{video['size'][0]}, {video['fps']:g} fps) "
+                      f"of one deterministic episode, return {video['episode_return']:.1f} -> {video['path']}")
+            return 0
     result = eval_run(args.run_dir, episodes=args.episodes, backend=args.backend)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps({**result, "video": video} if args.video else result))
     else:
+        if args.video:
+            print(f"video: {video['frames']} frames -> {video['path']}")
         print(f"eval {result['mean_return']:.1f} ± {result['std_return']:.1f} over {result['episodes']} episodes "
               f"(deterministic) -> {args.run_dir}")
     return 0
@@ -244,6 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int)
     p.add_argument("--backend", help="evaluate on another backend")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--video", metavar="PATH", help="render one deterministic episode to PATH (.mp4, .gif; needs "
+                   "pip install 'noeira-core[video]'); with --episodes, evaluate too")
+    p.add_argument("--fps", type=float, help="frames per second of the video (default: the env's)")
+    p.add_argument("--video-frames", type=int, metavar="N", help="at most N frames (default: the whole episode)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_eval)
 
@@ -297,7 +314,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parse(parser, argv)
         if args.command is None:
             args = _parse(parser, ["train", *argv])
-        return int(args.func(args) or 0)
+        try:
+            code = int(args.func(args) or 0)
+        except BaseException:
+            distributed.shutdown(wait=False)
+            raise
+        distributed.shutdown()  # a command run under torchrun (verify-graph, check-capture) leaves its group
+        return code
     except UserError as e:
         if debug:
             raise

@@ -56,7 +56,9 @@ __all__ = [
     "evaluate",
     "load_checkpoint",
     "prepare_run_dir",
+    "process_backend",
     "rank_seed",
+    "records_learn",
     "resolve",
     "save_checkpoint",
     "train",
@@ -298,8 +300,16 @@ def build(cfg: RunConfig, graph_name: str = "eager", backend: Backend | None = N
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
     agent.set_total_steps(cfg.run.total_steps)
+    distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     env.reset(seed=seed)
     return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)
+
+
+def records_learn(cfg: RunConfig, backend: Backend, graph_name: str) -> bool:
+    """Whether ``learn`` is recorded: ``graph.capture_train``, alone. With several processes learn
+    holds the gradient all-reduce; recorded with NCCL inside, a 2-GPU run hung on the H200
+    (2026-12-01, not yet understood), so it runs eagerly there until that is solved."""
+    return bool(cfg.graph.capture_train) and (backend.world_size == 1 or graph_name == "eager")
 
 
 class _StopRequests:
@@ -350,7 +360,7 @@ def prepare_run_dir(path: Path, cfg: RunConfig, overwrite: bool) -> None:
         ckpt.unlink()
 
 
-def _process_backend(name: str) -> Backend:
+def process_backend(name: str) -> Backend:
     """This process's backend: alone, ``name``; launched by torchrun, the device of its local rank
     (``cuda:LOCAL_RANK``) with its rank and world size, the process group joined."""
     base = name.partition(":")[0]
@@ -422,7 +432,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     ``terminated``), then raise ``KeyboardInterrupt`` or :class:`Terminated`."""
     pm = get_plugin_manager()
     if backend is None:
-        backend = _process_backend(cfg.backend)
+        backend = process_backend(cfg.backend)
     main = backend.rank == 0
     path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
     path = Path(distributed.from_rank_zero(str(path)))  # rank 0's choice (a new directory is named by the time)
@@ -449,7 +459,6 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         (path / "checkpoints").mkdir(exist_ok=True)
         _atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
-    distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     if cfg.run.resume:
         ckpt = load_checkpoint(cfg.run.resume, map_location=backend.device)
         run.iteration, run.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
@@ -460,14 +469,10 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         agent.load_state_dict(ckpt["agent"])
 
     collect = graph.wrap(agent.collect, backend) if capture_env else agent.collect
-    capture_train = cfg.graph.capture_train
-    if capture_train and backend.world_size > 1 and graph_name != "eager":
-        # learn holds the gradient all-reduce; recorded with NCCL inside, a 2-GPU run hung on the
-        # H200 (2026-12-01, not yet understood), so it runs eagerly until that is solved
-        capture_train = False
-        if main:
-            log.warning("graph %r: learn runs eagerly with %d processes (collect is still recorded)",
-                        graph_name, backend.world_size)
+    capture_train = records_learn(cfg, backend, graph_name)
+    if main and cfg.graph.capture_train and not capture_train:
+        log.warning("graph %r: learn runs eagerly with %d processes (collect is still recorded)",
+                    graph_name, backend.world_size)
     learn = graph.wrap(agent.learn, backend) if capture_train else agent.learn
     record: dict[str, Any] = {
         "versions": _versions(cfg, graph_name), "commit": _git_commit(), "backend": backend.name,

@@ -407,36 +407,49 @@ def check_steps(steps: list[tuple[str, Callable[[], Any], bool]], device: torch.
 
 
 def cmd_check_capture(args: argparse.Namespace) -> int:
+    from noeira.core import distributed
+    from noeira.core.driver import choose_graph, process_backend, records_learn
     from noeira.core.errors import UserError
     from noeira.cuda.runs import build, config_from_args
 
     if args.warmup < 0:
         raise UserError(f"--warmup: must be >= 0, got {args.warmup}")
     cfg = config_from_args(args)
-    run = build(cfg)
+    backend = process_backend(cfg.backend)  # under torchrun: this rank's device, the process group joined
+    run = build(cfg, choose_graph(cfg.graph, backend), backend)
+    rank, world_size = backend.rank, backend.world_size
     notes = []
     if not run.capture_env:
         notes.append(f"collect not checked: it runs eagerly (env {cfg.env.name!r} capture_safe={run.env.capture_safe}, "
                      f"graph.capture_env={cfg.graph.capture_env})")
-    if not run.capture_train:
+    capture_train = records_learn(cfg, backend, choose_graph(cfg.graph, backend))
+    if not cfg.graph.capture_train:
         notes.append("learn not checked: graph.capture_train=false")
+    elif not capture_train:
+        notes.append(f"learn not checked: with {world_size} processes it runs eagerly (its NCCL all-reduce is not "
+                     "recorded yet)")
     steps: list[tuple[str, Callable[[], Any], bool]] = [
         ("collect", lambda: run.agent.collect(run.env), run.capture_env),
-        ("learn", run.agent.learn, run.capture_train),
+        ("learn", run.agent.learn, capture_train),
     ]
     try:
         report = check_steps(steps, run.backend.device, warmup=args.warmup)
     finally:
         run.close()
+    reports = distributed.gather_objects([str(f) for f in report.findings])  # rank 0 reports for the job
+    if rank != 0:
+        return 0 if not any(reports) else 1
     what = " and ".join(report.checked) or "nothing"
+    ranks = f", on each of {world_size} ranks" if world_size > 1 else ""
     print(f"check-capture: {cfg.agent.name} on {cfg.env.name} ({run.backend.name}): {what}, "
-          f"{args.warmup} warm-up call(s) then 2 checked calls each")
+          f"{args.warmup} warm-up call(s) then 2 checked calls each{ranks}")
     for n in notes + report.notes:
         print(f"note: {n}")
-    if report.clean:
+    findings = [(r, f) for r, found in enumerate(reports) for f in found]
+    if not findings:
         print("clean: no host syncs, CPU tensors, changing shapes or values, or per-call buffers found")
         return 0
-    print(f"{len(report.findings)} finding(s) that would break or corrupt a CUDA-graph recording:")
-    for f in report.findings:
-        print(f)
+    print(f"{len(findings)} finding(s) that would break or corrupt a CUDA-graph recording:")
+    for r, f in findings:
+        print(f"[rank {r}] {f}" if world_size > 1 else f)
     return 1

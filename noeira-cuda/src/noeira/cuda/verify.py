@@ -26,9 +26,10 @@ import attrs
 import torch
 from torch import Tensor, nn
 
+from noeira.core import distributed
 from noeira.core.api import get_graph_backend
 from noeira.core.config import RunConfig
-from noeira.core.driver import choose_graph
+from noeira.core.driver import choose_graph, process_backend, records_learn
 from noeira.core.errors import UserError
 from noeira.cuda.runs import Pieces, build, config_from_args
 
@@ -106,13 +107,16 @@ def snapshot(run: Pieces, metrics: Any = None) -> Hashes:
 Wrap = Callable[[Callable[..., Any], Any], Callable[..., Any]] | None
 
 
-def run_hashes(cfg: RunConfig, wrap: Wrap, iterations: int) -> list[Hashes]:
-    """Build the run as the driver does, run ``iterations`` iterations (steps wrapped by
-    ``wrap(fn, backend)`` where the run records them), snapshot after each."""
-    run = build(cfg)
+def run_hashes(cfg: RunConfig, wrap: Wrap, iterations: int, graph_name: str = "eager") -> list[Hashes]:
+    """Build the run as the driver does (under torchrun: this rank's part, the process group
+    joined), run ``iterations`` iterations (steps wrapped by ``wrap(fn, backend)`` where the run
+    records them), snapshot after each."""
+    backend = process_backend(cfg.backend)
+    run = build(cfg, graph_name, backend)
     try:
         collect = wrap(run.agent.collect, run.backend) if wrap and run.capture_env else run.agent.collect
-        learn = wrap(run.agent.learn, run.backend) if wrap and run.capture_train else run.agent.learn
+        records = wrap and run.capture_train and records_learn(cfg, backend, graph_name)
+        learn = wrap(run.agent.learn, run.backend) if records else run.agent.learn
         out = []
         for _ in range(iterations):
             collect(run.env)
@@ -140,9 +144,8 @@ def first_difference(a: list[Hashes], b: list[Hashes]) -> tuple[int, list[str]] 
 def cmd_verify_graph(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     k = args.iterations
-    from noeira.core.api import get_backend
-
-    backend = get_backend(cfg.backend)
+    backend = process_backend(cfg.backend)
+    rank, world_size = backend.rank, backend.world_size
     graph_name = choose_graph(cfg.graph, backend)
     graph = get_graph_backend(graph_name)
     warmup = int(getattr(graph, "warmup", 0))
@@ -155,23 +158,41 @@ def cmd_verify_graph(args: argparse.Namespace) -> int:
               f"{k} iterations")
     if records:
         header += f" (1-{warmup} warm-up, {warmup + 1} recorded, {warmup + 2}-{k} replayed)" if warmup else ""
+        if cfg.graph.capture_train and not records_learn(cfg, backend, graph_name):
+            header += f"; learn eager with {world_size} processes, as in training"
     else:
         header += f" (graph {graph_name!r} records nothing on {backend.name}: this compares two eager runs)"
-    print(header, flush=True)
-    ref = run_hashes(cfg, reference, k)
-    got = run_hashes(cfg, graph.wrap, k)
+    if world_size > 1:
+        header += f"; each of {world_size} ranks checks its own part"
+    if rank == 0:
+        print(header, flush=True)
+    ref = run_hashes(cfg, reference, k, "eager" if reference is None else graph_name)
+    got = run_hashes(cfg, graph.wrap, k, graph_name)
     diff = first_difference(ref, got)
-    if diff is None:
-        print(f"bit-identical: {len(ref[-1])} tensors compared after each of {k} iterations")
+    verdicts = distributed.gather_objects(diff)  # every rank's, so all of them take the same path
+    bad = [r for r, v in enumerate(verdicts) if v is not None]
+    if not bad:
+        if rank == 0:
+            ranks = f" on all {world_size} ranks" if world_size > 1 else ""
+            print(f"bit-identical{ranks}: {len(ref[-1])} tensors compared after each of {k} iterations")
         return 0
+    # eager once more (on every rank: its learn holds collectives), to tell a recording problem
+    # from a step that is not deterministic in the first place
+    upto = max(v[0] for v in verdicts if v is not None) + 1
+    again = run_hashes(cfg, reference, upto, "eager" if reference is None else graph_name)
+    if rank == 0 and world_size > 1:
+        print(f"DIFFERENT on rank(s) {', '.join(map(str, bad))} of {world_size}", flush=True)
+    if diff is None:
+        return 1
     i, names = diff
+    tag = f"[rank {rank}] " if world_size > 1 else ""
     phase = ("warm-up" if i < warmup else "recorded" if i == warmup else "replayed") if records else "eager"
-    print(f"DIFFERENT at iteration {i + 1} ({phase}): {len(names)} of {len(ref[i])} tensors differ, first:")
-    for n in names[:10]:
-        print(f"  {n}")
-    again = run_hashes(cfg, reference, i + 1)
+    lines = [f"{tag}DIFFERENT at iteration {i + 1} ({phase}): {len(names)} of {len(ref[i])} tensors differ, first:"]
+    lines += [f"  {n}" for n in names[:10]]
     unstable = [n for n in names if again[i].get(n.split(" (only in")[0]) != ref[i].get(n.split(" (only in")[0])]
     if unstable:
-        print(f"note: {len(unstable)} of these also differ between two {ref_name} runs ({unstable[0]} ...): the step is "
-              "not deterministic by itself (atomics, non-deterministic kernels); see torch.use_deterministic_algorithms")
+        lines.append(f"note: {len(unstable)} of these also differ between two {ref_name} runs ({unstable[0]} ...): the "
+                     "step is not deterministic by itself (atomics, non-deterministic kernels); see "
+                     "torch.use_deterministic_algorithms")
+    print("\n".join(lines), flush=True)
     return 1
