@@ -240,6 +240,13 @@ class TensorEnv:
         """Metrics derived on the host from the episode means (``episode_<key>``); none by default."""
         return {}
 
+    def render(self) -> Tensor:
+        """RGB frames of the current state of every env, ``[N, H, W, 3]`` uint8 on any device
+        (optional; ``noeira eval --video`` records env 0). Off the hot path: it may sync with the
+        host. An env that renders may set ``render_fps`` (a video's default frame rate). This
+        default raises ``NotImplementedError``: the env cannot render."""
+        raise NotImplementedError(f"env {self.name!r} cannot render frames (it has no render())")
+
     # -- the contract ----------------------------------------------------------------------
     @property
     def spec(self) -> EnvSpec:

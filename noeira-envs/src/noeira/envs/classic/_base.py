@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from noeira.core import Backend, ConfigError, Space, TensorEnv
+from noeira.envs.classic.render import Canvas
 
 __all__ = ["ClassicConfig", "ClassicEnv", "parse_dtype"]
 
@@ -124,6 +125,23 @@ class ClassicEnv(TensorEnv):
 
     def _set_state(self, state: Tensor) -> None:
         self.s.copy_(state.T)
+
+    render_size: tuple[int, int] = (400, 600)
+    """Frame height and width of :meth:`render` (gymnasium's)."""
+    render_fps: float = 30
+    """Frames per second of a video of this env (gymnasium's ``metadata["render_fps"]``)."""
+
+    @torch.no_grad()
+    def render(self) -> Tensor:
+        """RGB frames of every env ``[N, H, W, 3]`` uint8: gymnasium's scene of the current
+        state, drawn in torch (:mod:`noeira.envs.classic.render`)."""
+        canvas = Canvas(self.num_envs, *self.render_size, self.device)
+        self._draw(canvas, self.s.float())
+        return canvas.frames()
+
+    def _draw(self, canvas: Canvas, s: Tensor) -> None:
+        """Draw the state ``s`` ``[state_dim, N]`` (float32) onto ``canvas``."""
+        raise NotImplementedError(f"{self.name} cannot render")
 
     def _float_action(self, action: Tensor) -> Tensor:
         """A Box action ``[N, 1]`` as ``[N]`` in the env's dtype."""

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from noeira.core import Backend, Box, ConfigError, Discrete
 from noeira.envs.classic._base import ClassicConfig, ClassicEnv, parse_dtype
+from noeira.envs.classic.render import Canvas
 
 __all__ = ["Acrobot", "wrap_angle"]
 
@@ -136,3 +137,20 @@ class Acrobot(ClassicEnv):
         torch.stack([torch.cos(s0), torch.sin(s0), torch.cos(s1), torch.sin(s1), s2, s3], dim=1, out=out)
 
 
+
+    # -- render: gymnasium's scene, 500 x 500 ----------------------------------------------
+    render_size = (500, 500)
+    render_fps = 15
+    LINK_RGB, JOINT_RGB, LINE_RGB = (0, 204, 204), (204, 204, 0), (0, 0, 0)
+
+    def _draw(self, canvas: Canvas, s: Tensor) -> None:
+        bound = self.LINK_LENGTH_1 + self.LINK_LENGTH_2 + 0.2
+        scale, mid = canvas.width / (2 * bound), canvas.width / 2
+        # the goal: the free end a link's length above the pivot
+        canvas.paint(canvas.hline(mid + self.LINK_LENGTH_1 * scale, x0=0.0, x1=float(canvas.width)), self.LINE_RGB)
+        th1, th12 = s[0], s[0] + s[1]  # angles from straight down, counterclockwise
+        jx, jy = mid + self.LINK_LENGTH_1 * scale * torch.sin(th1), mid - self.LINK_LENGTH_1 * scale * torch.cos(th1)
+        half = 0.1 * scale
+        for (x, y), th, length in (((mid, mid), th1, self.LINK_LENGTH_1), ((jx, jy), th12, self.LINK_LENGTH_2)):
+            canvas.paint(canvas.rod(x, y, th - pi / 2, length * scale, half), self.LINK_RGB)
+            canvas.paint(canvas.circle(x, y, half), self.JOINT_RGB)

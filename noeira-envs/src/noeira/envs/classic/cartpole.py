@@ -22,6 +22,7 @@ from torch import Tensor
 
 from noeira.core import Backend, Box, Discrete
 from noeira.envs.classic._base import ClassicConfig, ClassicEnv, parse_dtype
+from noeira.envs.classic.render import Canvas
 
 __all__ = ["CartPole"]
 
@@ -96,3 +97,20 @@ class CartPole(ClassicEnv):
 
     def _observe(self, out: Tensor) -> None:
         out.copy_(self.s.T)
+
+    # -- render: gymnasium's scene, 600 x 400 ----------------------------------------------
+    render_size = (400, 600)
+    render_fps = 50
+    POLE_RGB, AXLE_RGB, CART_RGB = (202, 152, 101), (129, 132, 203), (0, 0, 0)
+
+    def _draw(self, canvas: Canvas, s: Tensor) -> None:
+        scale = canvas.width / (2 * self.x_threshold)  # the track spans +-x_threshold
+        pole_len, pole_half, cart_w, cart_h, cart_y = scale * 2 * self.length, 5.0, 50.0, 30.0, 100.0
+        cart_x = s[0] * scale + canvas.width / 2
+        axle_y = cart_y + cart_h / 4
+        canvas.paint(canvas.hline(cart_y), self.CART_RGB)  # the track
+        canvas.paint(canvas.box(cart_x, cart_y, 0.0, (-cart_w / 2, cart_w / 2), (-cart_h / 2, cart_h / 2)), self.CART_RGB)
+        # theta = 0 upright, positive leaning right: the pole's direction is pi/2 - theta
+        canvas.paint(canvas.rod(cart_x, axle_y, math.pi / 2 - s[2], pole_len - pole_half, pole_half, back=pole_half),
+                     self.POLE_RGB)
+        canvas.paint(canvas.circle(cart_x, axle_y, pole_half), self.AXLE_RGB)

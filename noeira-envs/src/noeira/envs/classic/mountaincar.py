@@ -23,6 +23,7 @@ from torch import Tensor
 
 from noeira.core import Backend, Box, Discrete
 from noeira.envs.classic._base import ClassicConfig, ClassicEnv, parse_dtype
+from noeira.envs.classic.render import Canvas
 
 __all__ = ["MountainCar", "MountainCarContinuous"]
 
@@ -65,6 +66,38 @@ class _MountainCarBase(ClassicEnv):
 
     def _observe(self, out: Tensor) -> None:
         out.copy_(self.s.T)
+
+    # -- render: gymnasium's scene, 600 x 400 ----------------------------------------------
+    render_size = (400, 600)
+    render_fps = 30
+    HILL_RGB, CAR_RGB, WHEEL_RGB, FLAG_RGB = (0, 0, 0), (0, 0, 0), (128, 128, 128), (204, 204, 0)
+
+    @staticmethod
+    def _height(x: Tensor | float) -> Tensor:
+        return torch.sin(3 * torch.as_tensor(x)) * 0.45 + 0.55
+
+    def _draw(self, canvas: Canvas, s: Tensor) -> None:
+        scale = canvas.width / (self.max_position - self.min_position)
+        # the hill: y = height(x), 1.5 px thick across the curve
+        wx = canvas.x / scale + self.min_position
+        slope = 3 * 0.45 * torch.cos(3 * wx)
+        hill = (canvas.y - self._height(wx) * scale).abs() <= 1.0 * torch.sqrt(1 + slope**2)
+        canvas.paint(hill.expand(canvas.n, -1, -1), self.HILL_RGB)
+        # the flag at the goal
+        fx = (self.goal_position - self.min_position) * scale
+        fy = float(self._height(self.goal_position)) * scale
+        canvas.paint(canvas.box(fx, fy, 0.0, (-1.0, 1.0), (0.0, 50.0)).expand(canvas.n, -1, -1), self.HILL_RGB)
+        canvas.paint(canvas.triangle([(fx, fy + 50), (fx, fy + 40), (fx + 25, fy + 45)]).expand(canvas.n, -1, -1),
+                     self.FLAG_RGB)
+        # the car, 40 x 20 at 10 px clearance, turned as gymnasium turns it (cos 3 position)
+        pos = s[0]
+        cx, cy, ang = (pos - self.min_position) * scale, self._height(pos) * scale, torch.cos(3 * pos)
+        clearance, w, h = 10.0, 40.0, 20.0
+        canvas.paint(canvas.box(cx, cy, ang, (-w / 2, w / 2), (clearance, clearance + h)), self.CAR_RGB)
+        c, sn = torch.cos(ang), torch.sin(ang)
+        for off in (w / 4, -w / 4):  # the wheels
+            canvas.paint(canvas.circle(cx + off * c - clearance * sn, cy + off * sn + clearance * c, h / 2.5),
+                         self.WHEEL_RGB)
 
 
 class MountainCar(_MountainCarBase):

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from noeira.core import Backend, Box
 from noeira.envs.classic._base import ClassicConfig, ClassicEnv, parse_dtype
+from noeira.envs.classic.render import Canvas
 
 __all__ = ["Pendulum", "angle_normalize"]
 
@@ -75,3 +76,16 @@ class Pendulum(ClassicEnv):
     def _observe(self, out: Tensor) -> None:
         th, thdot = self.s.unbind(0)
         torch.stack([torch.cos(th), torch.sin(th), thdot], dim=1, out=out)
+
+    # -- render: gymnasium's scene, 500 x 500 ----------------------------------------------
+    render_size = (500, 500)
+    render_fps = 30
+    ROD_RGB, AXLE_RGB = (204, 77, 77), (0, 0, 0)
+
+    def _draw(self, canvas: Canvas, s: Tensor) -> None:
+        scale, mid = canvas.width / 4.4, canvas.width / 2  # +-2.2 units across
+        half, angle = 0.1 * scale, s[0] + math.pi / 2  # th = 0 upright, counterclockwise
+        end_x, end_y = mid + self.l * scale * torch.cos(angle), mid + self.l * scale * torch.sin(angle)
+        canvas.paint(canvas.rod(mid, mid, angle, self.l * scale, half), self.ROD_RGB)
+        canvas.paint(canvas.circle(mid, mid, half) | canvas.circle(end_x, end_y, half), self.ROD_RGB)
+        canvas.paint(canvas.circle(mid, mid, 0.05 * scale), self.AXLE_RGB)

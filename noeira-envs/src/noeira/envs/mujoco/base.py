@@ -19,7 +19,8 @@ import contextlib
 import importlib.util
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 import attrs
@@ -232,7 +233,38 @@ class MujocoEnv(TensorEnv):
         p.qvel.copy_(state[:, nq:])
         p.forward()  # as gymnasium's set_state: mj_forward
 
+    # -- render ----------------------------------------------------------------------------
+    render_size: tuple[int, int] = (480, 480)
+    """Frame height and width of :meth:`render`."""
+    render_camera: Mapping[str, Any] = MappingProxyType({})
+    """The camera (``distance``, ``azimuth``, ``elevation``, ``lookat``; see
+    :class:`noeira.envs.mujoco.render.OffscreenRenderer`): by default the model's centre, from the side."""
+    render_track_body: int | None = None
+    """A body the camera follows (the root of a walking model), or None for a fixed camera."""
+
+    @property
+    def render_fps(self) -> float:
+        """One frame per env step (gymnasium's ``1 / dt``)."""
+        return 1.0 / self.dt
+
+    def render(self) -> Tensor:
+        """RGB frames of every world ``[N, H, W, 3]`` uint8, rendered offscreen by MuJoCo from
+        each world's ``qpos`` (one world after another: render a few). Needs an OpenGL context
+        without a display: ``MUJOCO_GL=egl`` or ``osmesa`` (see :mod:`noeira.envs.mujoco.render`)."""
+        renderer = getattr(self, "_renderer", None)
+        if renderer is None:
+            from noeira.envs.mujoco.render import OffscreenRenderer
+
+            renderer = self._renderer = OffscreenRenderer(self.model, *self.render_size, camera=self.render_camera,
+                                                          track_body=self.render_track_body)
+        qpos = self.physics.qpos.detach().to("cpu", torch.float64).numpy()
+        return torch.from_numpy(renderer.render(qpos))
+
     def close(self) -> None:
+        renderer = getattr(self, "_renderer", None)
+        if renderer is not None:
+            renderer.close()
+            self._renderer = None
         close = getattr(self.physics, "close", None)
         if close is not None:
             close()

@@ -6,6 +6,7 @@ Reacher. Each follows its ``gymnasium/envs/mujoco/*_v5.py`` term by term; on the
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import attrs
 import torch
@@ -52,6 +53,7 @@ class InvertedDoublePendulum(MujocoEnv):
     the tip site ``(x, y)``; terminates when ``y <= 1``."""
 
     name = "inverted-double-pendulum"
+    render_camera = MappingProxyType({"distance": 3.5, "lookat": (0.0, 0.0, 0.6), "elevation": -10.0})
     fields = ("site_xpos", "qfrc_constraint")
     qvel_noise = "normal"
 
@@ -95,6 +97,7 @@ class Reacher(MujocoEnv):
     from the square; here by radius and angle, the same distribution, with no loop)."""
 
     name = "reacher"
+    render_camera = MappingProxyType({"distance": 0.9, "elevation": -70.0})
     fields = ("xpos",)
 
     @attrs.frozen

@@ -14,6 +14,7 @@ and extra observations.
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import attrs
 import torch
@@ -42,6 +43,8 @@ class _Locomotion(MujocoEnv):
     """Root position coordinates ``exclude_current_positions_from_observation`` leaves out."""
     qvel_clip: float | None = None
     """The observation's ``qvel`` is clipped to ``[-qvel_clip, qvel_clip]``."""
+    render_track_body = 1  # the camera follows the root body
+    render_camera = MappingProxyType({"distance": 4.0, "elevation": -20.0})
 
     @property
     def obs_dim(self) -> int:
@@ -341,6 +344,7 @@ class Swimmer(_Locomotion):
     ``w_f * x_vel - w_c * |a|^2``; never terminates."""
 
     name = "swimmer"
+    render_camera = MappingProxyType({"distance": 4.0, "elevation": -60.0})  # from above: it swims in the plane
     excluded_root_coords = 2
 
     @attrs.frozen
