@@ -1,6 +1,10 @@
 """The ``noeira`` command line: train, eval, list, info, and commands that plugins add.
 
-User errors print one line and exit with code 2 (``--debug`` shows the traceback)."""
+User errors print one line and exit with code 2 (``--debug`` shows the traceback).
+
+Start-up is kept short: this module imports neither torch nor rich; each command imports what
+it uses (``noeira --help`` and ``noeira list`` never import torch; ``benchmarks/startup.py``
+measures it and ``tests/core/test_startup.py`` keeps it so)."""
 
 from __future__ import annotations
 
@@ -9,10 +13,7 @@ import json
 import platform
 import sys
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from noeira.core import distributed, registry
 from noeira.core.api import split_name
@@ -27,10 +28,21 @@ from noeira.core.config import (
 from noeira.core.errors import Terminated, UserError
 from noeira.core.plugins import get_plugin_manager
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = ["main"]
 
 
+def _console(stderr: bool = False, **kwargs: Any) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, **kwargs)
+
+
 def _print_keys(title: str, cls: type | None, console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", show_lines=False)
     for col in ("key", "type", "default", "doc"):
         table.add_column(col, overflow="fold")
@@ -59,7 +71,7 @@ def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Con
 
 
 def _train_help(overrides: dict[str, Any]) -> int:
-    console = Console()
+    console = _console()
     console.print(
         "usage: noeira train [KEY=VALUE ...] [--config FILE] [--run-dir DIR] [--overwrite] [--debug]\n"
         "                    [--nproc-per-node N [--nnodes M --rdzv-endpoint HOST:PORT --node-rank R]]\n\n"
@@ -168,14 +180,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     plugins = registry.list_plugins()
-    hooks = [(ep.name, ep.dist.metadata["Name"] if ep.dist is not None else "?", ep.dist.version if ep.dist else "?",
-              (ep.dist.metadata["Summary"] or "") if ep.dist else "") for ep in registry.entry_points("noeira")]
+    hooks = [(ep.name, *registry.dist_info(ep)) for ep in registry.entry_points("noeira")]
     if args.json:
         out: dict[str, Any] = {k: [{"name": p.name, "distribution": p.distribution, "version": p.version,
                                     "summary": p.summary} for p in v] for k, v in plugins.items()}
         out["hooks"] = [{"name": n, "distribution": d, "version": v, "summary": s} for n, d, v, s in sorted(hooks)]
         print(json.dumps(out, indent=2))
         return 0
+    from rich.table import Table
+
     # one row per kind (names grouped by distribution), then one line per distribution: fits 80 columns
     dists: dict[str, tuple[str, str]] = {}
     table = Table(title="installed noeira plugins", show_lines=False, expand=False)
@@ -193,7 +206,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             dists[p.distribution] = (p.version, p.summary)
     for _, d, v, summary in hooks:
         dists[d] = (v, summary)
-    console = Console()
+    console = _console()
     console.print(table)
     dist_table = Table(title="distributions", show_lines=False)
     for col in ("distribution", "version", "summary"):
@@ -205,17 +218,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    import importlib.metadata as md
-
     import torch
 
     from noeira.core.api import get_backend
 
     lines = [f"python {platform.python_version()} ({platform.platform()})", f"torch {torch.__version__}"]
-    for dist in sorted(md.distributions(), key=lambda d: d.metadata["Name"] or ""):
-        name = dist.metadata["Name"] or ""
-        if name.startswith("noeira"):
-            lines.append(f"{name} {dist.version}")
+    lines += [f"{name} {version}" for name, version in registry.noeira_distributions().items()]
     for name in registry.names("backends"):
         try:
             b = get_backend(name)
@@ -305,10 +313,13 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return args
 
 
+def _report(message: str, soft_wrap: bool = False) -> None:
+    _console(stderr=True, highlight=False).print(message, markup=False, soft_wrap=soft_wrap)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    err = Console(stderr=True, highlight=False)
     try:
         parser = build_parser()
         args = _parse(parser, argv)
@@ -324,14 +335,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         if debug:
             raise
-        err.print(f"noeira: error: {e}", markup=False, soft_wrap=True)
+        _report(f"noeira: error: {e}", soft_wrap=True)
         return 2
     except KeyboardInterrupt:
-        err.print("noeira: interrupted (the run directory holds a checkpoint of the last iteration)", markup=False)
+        _report("noeira: interrupted (the run directory holds a checkpoint of the last iteration)")
         return 130
     except Terminated:
-        err.print("noeira: terminated by SIGTERM (the run directory holds a checkpoint of the last iteration)",
-                  markup=False)
+        _report("noeira: terminated by SIGTERM (the run directory holds a checkpoint of the last iteration)")
         return 143
 
 

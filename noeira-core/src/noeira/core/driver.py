@@ -198,11 +198,7 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
 
 
 def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
-    out = {"torch": torch.__version__}
-    for dist in md.distributions():
-        name = dist.metadata["Name"] or ""
-        if name.startswith("noeira"):
-            out[name] = dist.version
+    out = {"torch": torch.__version__, **registry.noeira_distributions()}
     for name, _ in get_plugin_manager().list_name_plugin():  # hook plugins take part in every run
         dist = plugin_distribution(name)
         if dist and dist != "?":

@@ -7,9 +7,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
 from noeira.core.plugins import hookimpl
 
 _JSONL, _BAR, _TB = "noeira.metrics_jsonl", "noeira.progress", "noeira.tensorboard"
@@ -23,6 +20,9 @@ def _clean(v: Any) -> Any:
 def noeira_run_started(run: Any) -> None:
     run.state[_JSONL] = open(Path(run.dir) / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
     if run.config.run.progress:
+        from rich.console import Console  # registered in every process (the CLI's too): rich only for a bar
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         console = Console(stderr=True)
         bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} steps"),

@@ -6,9 +6,8 @@ import os
 
 import pluggy
 
-from noeira.core import hookspecs
+from noeira.core import hookspecs, registry
 from noeira.core.errors import PluginLoadError
-from noeira.core.registry import entry_points
 
 __all__ = ["AUTOLOAD_ENV", "get_plugin_manager", "hookimpl", "plugin_distribution", "reset_plugin_manager"]
 
@@ -28,18 +27,18 @@ def _make() -> pluggy.PluginManager:
     _dists.clear()
     _dists["noeira.core.loggers"] = "noeira-core"
     if os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes"):
-        for ep in entry_points("noeira"):
+        for ep in registry.entry_points("noeira"):
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
                 continue
             try:
                 plugin = ep.load()
             except Exception as err:  # never a silent drop; name the distribution
-                dist = ep.dist.metadata["Name"] if ep.dist is not None else "?"
+                dist = registry.dist_info(ep)[0]
                 raise PluginLoadError(
                     f"hook plugin {ep.name!r} from distribution {dist} failed to load: {type(err).__name__}: {err}"
                 ) from err
             pm.register(plugin, name=ep.name)
-            _dists[ep.name] = ep.dist.metadata["Name"] if ep.dist is not None else "?"
+            _dists[ep.name] = registry.dist_info(ep)[0]
     return pm
 
 
@@ -57,6 +56,7 @@ def plugin_distribution(name: str) -> str | None:
 
 
 def reset_plugin_manager() -> None:
-    """Forget the manager (tests, or after installing a plugin in-process)."""
+    """Forget the manager and the scanned entry points (tests, or after installing a plugin in-process)."""
     global _pm
     _pm = None
+    registry.refresh()

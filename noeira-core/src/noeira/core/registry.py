@@ -2,8 +2,11 @@
 
 Only the chosen plugin is imported. stevedore's defaults would log-and-skip a plugin that
 fails to import and cache entry points (in the process and on disk); here a failure raises
-:class:`PluginLoadError` naming the distribution and cause, and every lookup reads the
-installed metadata afresh, so a plugin installed a moment ago is found.
+:class:`PluginLoadError` naming the distribution and cause. The installed metadata is scanned
+once for every ``noeira`` group together and kept for the process while nothing changes: a
+directory of ``sys.path`` that changes (``pip install`` adds or removes a ``.dist-info``), a
+change of ``sys.path`` itself or :func:`refresh` (``reset_plugin_manager`` calls it) scan it
+afresh, so a plugin installed a moment ago is found.
 """
 
 from __future__ import annotations
@@ -11,15 +14,17 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata as md
+import os
 import re
+import sys
 from typing import Any
 
 import attrs
-from stevedore import NamedExtensionManager
 
 from noeira.core.errors import PluginLoadError, UnknownPluginError
 
-__all__ = ["KINDS", "PluginInfo", "dist_of", "entry_points", "list_plugins", "load", "names"]
+__all__ = ["KINDS", "PluginInfo", "dist_info", "dist_of", "entry_points", "list_plugins", "load", "names",
+           "noeira_distributions", "refresh"]
 
 KINDS: dict[str, str] = {
     "backends": "noeira.backends",
@@ -48,17 +53,94 @@ class PluginInfo:
     value: str
 
 
-class _FreshManager(NamedExtensionManager):  # type: ignore[type-arg]
-    """stevedore's named manager without its entry-point caches."""
+_scan: tuple[tuple[tuple[str, int | None], ...], dict[str, tuple[md.EntryPoint, ...]]] | None = None
+_meta: dict[int, tuple[md.Distribution, tuple[str, str, str]]] = {}
 
-    def list_entry_points(self) -> list[md.EntryPoint]:
-        return entry_points(self.namespace)
+
+def _path_key() -> tuple[tuple[str, int | None], ...]:
+    """``sys.path`` with each entry's mtime (as Python's own import caches tell a changed directory)."""
+    key: list[tuple[str, int | None]] = []
+    for entry in sys.path:
+        try:
+            key.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except (OSError, TypeError, ValueError):
+            key.append((entry, None))
+    return tuple(key)
+
+
+def refresh() -> None:
+    """Forget the scanned entry points (the next lookup reads the installed metadata afresh)."""
+    global _scan
+    _scan = None
+    _meta.clear()
+
+
+def _groups() -> dict[str, tuple[md.EntryPoint, ...]]:
+    """Every ``noeira`` and ``noeira.*`` entry point by group, from one scan of the installed
+    distributions (importlib.metadata's rules: the first of a distribution on sys.path wins)."""
+    global _scan
+    key = _path_key()
+    if _scan is not None and _scan[0] == key:
+        return _scan[1]
+    importlib.invalidate_caches()
+    every = md.entry_points().select()  # one scan (Python 3.11: SelectableGroups; later: EntryPoints)
+    found = {g: tuple(every.select(group=g)) for g in every.groups if g == "noeira" or g.startswith("noeira.")}
+    _meta.clear()
+    _scan = (key, found)
+    return found
 
 
 def entry_points(group: str) -> list[md.EntryPoint]:
-    """The installed entry points of ``group``, read now (no cache)."""
-    importlib.invalidate_caches()
-    return list(md.entry_points(group=group))
+    """The installed entry points of ``group`` (a ``noeira`` group), as installed now."""
+    if group != "noeira" and not group.startswith("noeira."):
+        importlib.invalidate_caches()
+        return list(md.entry_points(group=group))
+    return list(_groups().get(group, ()))
+
+
+def dist_info(ep: md.EntryPoint) -> tuple[str, str, str]:
+    """``(name, version, summary)`` of the distribution that registers ``ep`` (``"?"``, ``"?"``,
+    ``""`` when unknown), its metadata read once per scan."""
+    dist = ep.dist
+    if dist is None:
+        return "?", "?", ""
+    held = _meta.get(id(dist))
+    if held is None or held[0] is not dist:
+        meta = dist.metadata
+        held = _meta[id(dist)] = (dist, (meta["Name"], meta["Version"], meta["Summary"] or ""))
+    return held[1]
+
+
+def noeira_distributions() -> dict[str, str]:
+    """Name -> version of every installed distribution whose name starts with ``noeira``, sorted by
+    name. Only their metadata is read: the others are told apart by their folder's name."""
+    out: dict[str, str] = {}
+    for dist in md.distributions():
+        # the normalised name (from the .dist-info folder) of a "noeira..." name starts with "noeira"
+        if not (getattr(dist, "_normalized_name", None) or "noeira").startswith("noeira"):
+            continue
+        meta = dist.metadata
+        name = meta["Name"] or ""
+        if name.startswith("noeira"):
+            out.setdefault(name, meta["Version"])  # the first on sys.path, as importlib.metadata.version
+    return dict(sorted(out.items()))
+
+
+_manager_class: type | None = None
+
+
+def _manager(*args: Any, **kwargs: Any) -> Any:
+    """stevedore's named manager without its entry-point caches (stevedore imported on first use)."""
+    global _manager_class
+    if _manager_class is None:
+        from stevedore import NamedExtensionManager
+
+        class _FreshManager(NamedExtensionManager):  # type: ignore[type-arg,misc]
+            def list_entry_points(self) -> list[md.EntryPoint]:
+                return entry_points(self.namespace)
+
+        _manager_class = _FreshManager
+    return _manager_class(*args, **kwargs)
 
 
 def _group(kind: str) -> str:
@@ -69,7 +151,7 @@ def _group(kind: str) -> str:
 
 
 def _dist_name(ep: md.EntryPoint) -> str:
-    return ep.dist.metadata["Name"] if ep.dist is not None else "?"
+    return dist_info(ep)[0]
 
 
 def _missing_extra_hint(ep: md.EntryPoint, err: BaseException) -> str:
@@ -112,7 +194,7 @@ def load(kind: str, name: str) -> Any:
     def on_fail(_mgr: Any, _ep: md.EntryPoint, err: BaseException) -> None:
         errors.append(err)
 
-    mgr = _FreshManager(
+    mgr = _manager(
         _group(kind), names=[name], on_load_failure_callback=on_fail,
         on_missing_entrypoints_callback=None, invoke_on_load=False,
     )
@@ -142,12 +224,8 @@ def list_plugins(kind: str | None = None) -> dict[str, list[PluginInfo]]:
     for k in [kind] if kind else list(KINDS):
         rows = []
         for ep in entry_points(_group(k)):
-            dist = ep.dist
-            rows.append(PluginInfo(
-                kind=k, name=ep.name, distribution=_dist_name(ep),
-                version=dist.version if dist is not None else "?",
-                summary=(dist.metadata["Summary"] or "") if dist is not None else "",
-                value=ep.value,
-            ))
+            dist, version, summary = dist_info(ep)
+            rows.append(PluginInfo(kind=k, name=ep.name, distribution=dist, version=version, summary=summary,
+                                   value=ep.value))
         out[k] = sorted(rows, key=lambda r: r.name)
     return out
