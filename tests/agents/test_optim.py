@@ -1,9 +1,12 @@
 """The optimizer table: Muon against a direct reference implementation (PufferLib's algorithm,
-one parameter at a time), its tensor learning rate, state and checkpoints."""
+one parameter at a time), its tensor learning rate, state and checkpoints; Adam and RMSprop
+against torch's, bit for bit, without importing torch._dynamo."""
 
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -125,3 +128,91 @@ def test_ppo_with_muon_learns_a_step() -> None:
     agent.collect(env)
     agent.learn()
     assert all(not torch.equal(b, p) for b, p in zip(before, agent.rollout.policy.parameters(), strict=True))
+
+
+# Adam and RMSprop are torch's, less the import of torch._dynamo at their first call (issue #18)
+
+TORCH_TWINS = [("adam", torch.optim.Adam, {"fused": True}), ("adam", torch.optim.Adam, {"foreach": False}),
+               ("rmsprop", torch.optim.RMSprop, {"foreach": False})]
+
+
+def _steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], n: int = 4) -> None:
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(n):
+        opt.zero_grad()
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+        opt.step()
+
+
+@pytest.mark.parametrize("dynamo_loaded", [False, True])
+@pytest.mark.parametrize(("name", "twin", "kernel"), TORCH_TWINS)
+def test_adam_and_rmsprop_step_as_torch_does(name: str, twin: type[torch.optim.Optimizer], kernel: dict,
+                                             dynamo_loaded: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from noeira.agents import optim
+
+    monkeypatch.setattr(optim, "_compiling", lambda: dynamo_loaded)  # either path, whatever this process imported
+
+    ours_cls = {"adam": optim.Adam, "rmsprop": optim.RMSprop}[name]
+    assert issubclass(ours_cls, twin) and ours_cls.__name__ == twin.__name__  # profiler labels read the same
+    ps, qs = _params(), _params()
+    ours = ours_cls(ps, lr=torch.tensor(0.01), eps=1e-8, **kernel)
+    theirs = twin(qs, lr=torch.tensor(0.01), eps=1e-8, **kernel)
+    hooked = []
+    ours.register_step_post_hook(lambda *_: hooked.append(1))  # bf16-master recasts through such a hook
+    _steps(ours, ps)
+    _steps(theirs, qs)
+    assert len(hooked) == 4
+    assert all(torch.equal(p, q) for p, q in zip(ps, qs, strict=True))
+    mine, other = ours.state_dict(), theirs.state_dict()
+    assert mine["param_groups"] == other["param_groups"]
+    for k in other["state"]:
+        assert all(torch.equal(mine["state"][k][s], v) for s, v in other["state"][k].items())
+    ours.load_state_dict(copy.deepcopy(other))  # checkpoints of either load into the other
+    theirs.load_state_dict(copy.deepcopy(mine))
+    _steps(ours, ps)
+    _steps(theirs, qs)
+    assert all(torch.equal(p, q) for p, q in zip(ps, qs, strict=True))
+
+
+def test_optimizers_do_not_import_dynamo() -> None:
+    code = """
+import sys, torch
+from noeira.agents.optim import OPTIMIZERS, load_optimizer_state, make_optimizer, masked_step
+for name in OPTIMIZERS:
+    params = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(3))]
+    opt = make_optimizer(name, params, 0.01)
+    for _ in range(2):
+        opt.zero_grad()
+        for p in params:
+            p.grad = torch.ones_like(p)
+        opt.step()
+    masked_step(opt, torch.tensor(False))
+    load_optimizer_state(opt, opt.state_dict())
+print("torch._dynamo" in sys.modules, "sympy" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "twin", "kernel"), TORCH_TWINS[1:])
+def test_a_compiled_step_is_torchs(name: str, twin: type[torch.optim.Optimizer], kernel: dict) -> None:
+    """Under torch.compile (dynamo loaded) torch's own step runs, graph breaks included."""
+    from noeira.agents import optim
+
+    ours_cls = {"adam": optim.Adam, "rmsprop": optim.RMSprop}[name]
+    results = []
+    for cls in (ours_cls, twin):
+        torch._dynamo.reset()
+        ps = _params()
+        opt = cls(ps, lr=0.01, **kernel)
+        step = torch.compile(opt.step, backend="eager")
+        gen = torch.Generator().manual_seed(3)
+        for _ in range(3):
+            for p in ps:
+                p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            step()
+        results.append(ps)
+    assert all(torch.equal(p, q) for p, q in zip(*results, strict=True))

@@ -9,15 +9,21 @@ counters live on the device).
 
 :data:`OPTIMIZERS` is the table agents choose from: ``adam``, ``rmsprop`` and ``muon``
 (:class:`Muon`, PufferLib's semantics, written with torch ops so a step records).
+
+None of them imports ``torch._dynamo`` before something compiles: torch's optimizers import
+it on their first call (for ``torch.compile``'s sake), which costs a run about as much start-up
+as torch itself (sympy, FSDP, ...; see :class:`_NoDynamoImport`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.optim import optimizer as _torch_optimizer
 
 from noeira.core.errors import ConfigError
 
@@ -26,23 +32,117 @@ __all__ = ["OPTIMIZERS", "Muon", "load_optimizer_state", "make_optimizer", "mask
 ParamGroups = list[dict[str, Any]]
 
 
+def _wrapper_code(decorator: Any, fn: Callable[..., Any]) -> Any:
+    """The code object of the function ``decorator`` wraps ``fn`` in (None: no such decorator)."""
+    try:
+        return decorator(fn).__code__
+    except Exception:
+        return None
+
+
+_DISABLE_DYNAMO = _wrapper_code(getattr(torch, "_disable_dynamo", None), lambda: None)
+_USE_GRAD = _wrapper_code(getattr(_torch_optimizer, "_use_grad_for_differentiable", None), lambda self: None)
+
+
+def _unwrap_to(fn: Any, code: Any) -> Any:
+    """Along ``fn``'s ``__wrapped__`` chain, the wrapper whose code is ``code`` (None: none)."""
+    while fn is not None and code is not None:
+        if getattr(fn, "__code__", None) is code:
+            return fn
+        fn = getattr(fn, "__wrapped__", None)
+    return None
+
+
+def _compiling() -> bool:
+    """Whether torch.compile may be at work: dynamo imported (anything that compiles imports it)."""
+    return torch.compiler.is_compiling() or "torch._dynamo" in sys.modules
+
+
+def _without_disable(bound: Any) -> Any:
+    """``bound`` (a method under ``torch._disable_dynamo``) as it is while dynamo is loaded;
+    before, the method it wraps (the same call: nothing can be compiling)."""
+    if _compiling():
+        return bound
+    wrapper = _unwrap_to(bound.__func__, _DISABLE_DYNAMO)
+    return bound if wrapper is None else wrapper.__wrapped__.__get__(bound.__self__)
+
+
+class _NoDynamoImport:
+    """``torch.optim.Optimizer``'s methods without importing ``torch._dynamo``.
+
+    torch wraps ``add_param_group``, ``zero_grad``, ``state_dict`` and ``load_state_dict`` in
+    ``torch._disable_dynamo`` and each optimizer's ``step`` in ``_use_grad_for_differentiable``
+    (graph breaks around it); both import dynamo at their first call, about 2 s of start-up
+    on a CPU (sympy, torch.distributed's FSDP, ...) that a run which compiles nothing never
+    needs. Until dynamo is loaded nothing can be compiling, so the wrapped methods run directly
+    (``step`` under the grad mode torch's wrapper sets); once it is loaded (``torch.compile``,
+    the ``device`` graph backend) torch's own wrappers run, graph breaks included. Where torch
+    wraps them otherwise (another version) its methods run as they are."""
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        _without_disable(super().add_param_group)(param_group)  # type: ignore[misc]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        _without_disable(super().zero_grad)(set_to_none)  # type: ignore[misc]
+
+    def state_dict(self) -> dict[str, Any]:
+        return _without_disable(super().state_dict)()  # type: ignore[misc,no-any-return]
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _without_disable(super().load_state_dict)(state_dict)  # type: ignore[misc]
+
+
+def _step_of(cls: type[torch.optim.Optimizer]) -> Callable[..., Any]:
+    """``cls.step`` without the dynamo import of its ``_use_grad_for_differentiable`` wrapper,
+    which sets the grad mode and, for ``torch.compile``, breaks the graph around the step."""
+    torch_step = _unwrap_to(cls.step, _USE_GRAD)
+    if torch_step is None:
+        return cls.step  # wrapped otherwise in this torch: as it is
+    plain = torch_step.__wrapped__
+
+    def step(self: torch.optim.Optimizer, closure: Callable[[], Any] | None = None) -> Any:
+        if _compiling():
+            return torch_step(self, closure)
+        prev = torch.is_grad_enabled()
+        try:
+            torch.set_grad_enabled(self.defaults["differentiable"])
+            return plain(self, closure)
+        finally:
+            torch.set_grad_enabled(prev)
+
+    step.__doc__, step.__wrapped__ = plain.__doc__, plain  # type: ignore[attr-defined]
+    return step
+
+
+class Adam(_NoDynamoImport, torch.optim.Adam):
+    """``torch.optim.Adam``, the same update, without importing ``torch._dynamo`` (:class:`_NoDynamoImport`)."""
+
+    step = _step_of(torch.optim.Adam)
+
+
+class RMSprop(_NoDynamoImport, torch.optim.RMSprop):
+    """``torch.optim.RMSprop``, the same update, without importing ``torch._dynamo`` (:class:`_NoDynamoImport`)."""
+
+    step = _step_of(torch.optim.RMSprop)
+
+
 def _adam(groups: ParamGroups, eps: float = 1e-8, **_: Any) -> torch.optim.Optimizer:
     """Adam. On CUDA the fused kernel, ``capturable``: two launches per step instead of a
     dozen foreach ones, which counts in a recorded update of small networks. Elsewhere
     torch does not support capturable: the fused kernel where the device has one, else the
     single-tensor path (both take a tensor lr)."""
     if groups[0]["params"][0].device.type == "cuda":
-        return torch.optim.Adam(groups, eps=eps, fused=True, capturable=True)
+        return Adam(groups, eps=eps, fused=True, capturable=True)
     try:
-        return torch.optim.Adam(groups, eps=eps, fused=True)
+        return Adam(groups, eps=eps, fused=True)
     except RuntimeError:  # a device without a fused kernel
-        return torch.optim.Adam(groups, eps=eps, foreach=False)
+        return Adam(groups, eps=eps, foreach=False)
 
 
 def _rmsprop(groups: ParamGroups, eps: float = 1e-8, alpha: float = 0.99, **_: Any) -> torch.optim.Optimizer:
     """RMSprop, ``capturable`` on CUDA; elsewhere the single-tensor path (it takes a tensor lr)."""
     on_cuda = groups[0]["params"][0].device.type == "cuda"
-    return torch.optim.RMSprop(groups, eps=eps, alpha=alpha, **({"capturable": True} if on_cuda else {"foreach": False}))
+    return RMSprop(groups, eps=eps, alpha=alpha, **({"capturable": True} if on_cuda else {"foreach": False}))
 
 
 # the quintic Newton-Schulz coefficients of each of the 5 iterations (HeavyBall's, which
@@ -64,7 +164,7 @@ def newton_schulz(g: Tensor, eps: float = 1e-7) -> Tensor:
     return x.mT if tall else x
 
 
-class Muon(torch.optim.Optimizer):
+class Muon(_NoDynamoImport, torch.optim.Optimizer):
     """Muon as PufferLib trains with it (``pufferlib/muon.py``), capture-safe and batched.
 
     Per parameter, with its gradient ``g`` (clipped globally before, by the agent)::
