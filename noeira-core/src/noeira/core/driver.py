@@ -531,9 +531,11 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         record["train_seconds"] = train_time
         record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)
         if main and cfg.run.eval_episodes:
+            t_eval = time.perf_counter()
             eval_env = build_env(cfg, backend, num_envs=cfg.run.eval_episodes, seed=cfg.run.seed + 1)
             record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1)
             eval_env.close()
+            record["eval_seconds"] = time.perf_counter() - t_eval
         outcome = "completed"
     except (KeyboardInterrupt, Terminated) as err:
         outcome = "terminated" if isinstance(err, Terminated) else "interrupted"
