@@ -96,7 +96,13 @@ def test_entry_points_are_scanned_once_per_process(monkeypatch: pytest.MonkeyPat
 def test_a_distribution_added_to_a_path_directory_is_found_without_a_reset(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The scan is kept while sys.path and its directories' mtimes stay as they were."""
-    from conftest import write_dist
+
+    def write_dist(root: Path, name: str, entry_points: dict[str, dict[str, str]]) -> None:
+        info = root / f"{name.replace('-', '_')}-0.0.1.dist-info"  # what pip leaves (conftest's write_dist)
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n")
+        (info / "entry_points.txt").write_text("".join(
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in items.items()) for group, items in entry_points.items()))
 
     site = tmp_path / "site"
     site.mkdir()
