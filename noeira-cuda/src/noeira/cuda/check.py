@@ -350,7 +350,11 @@ def _survivors(det: Detector, phase: str, out: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for o in gc.get_objects():
-            if isinstance(o, Tensor):
+            try:
+                tensor = isinstance(o, Tensor)
+            except ReferenceError:  # a weakref.proxy whose object is gone (the heap may hold them)
+                continue
+            if tensor:
                 p = _ptr(o)
                 if p:
                     live.setdefault(p, o)
