@@ -118,3 +118,32 @@ def test_spaces_sample_and_contain() -> None:
     assert md.contains(y) and y[:, 1].max() == 4 and not md.contains(torch.tensor([[2, 0]]))
     with pytest.raises(ValueError, match="low must be <= high"):
         Box(1.0, 0.0, shape=(1,))
+
+
+def test_encoded_space_and_an_agent_that_decodes_it() -> None:
+    """An Encoded observation: codes of its shape and dtype, decoded into its float Box; PPO
+    reads the decoded observation (its network is built for the decoded shape); an off-policy
+    agent refuses it in one line."""
+    from noeira.core import ConfigError, Encoded, EnvSpec, make_agent
+
+    decoded = Box(0.0, 1.0, shape=(6,))
+    calls = []
+
+    def decode(code: torch.Tensor) -> torch.Tensor:  # two bytes -> a one-hot of each (3 + 3)
+        calls.append(tuple(code.shape))
+        return torch.cat([torch.nn.functional.one_hot(code[..., i].long(), 3) for i in range(2)], -1).float()
+
+    space = Encoded((2,), torch.uint8, decoded, decode)
+    codes = space.sample(50, torch.Generator().manual_seed(0))
+    assert space.contains(codes) and not space.contains(codes.float()) and not space.contains(codes[:, :1])
+    with pytest.raises(ValueError, match="integer type"):
+        Encoded((2,), torch.float32, decoded, decode)
+    spec = EnvSpec(name="coded", num_envs=4, observation_space=space, action_space=Discrete(3),
+                   device=torch.device("cpu"))
+    agent = make_agent("ppo", spec, backend="cpu", horizon=4, num_minibatches=2)
+    assert agent.rollout.policy.obs_dim == 6
+    action, _ = agent.act(torch.tensor([[0, 2], [1, 1], [2, 0], [0, 0]], dtype=torch.uint8), None,
+                          torch.ones(4, dtype=torch.bool))
+    assert action.shape == (4,) and calls[-1] == (4, 2)
+    with pytest.raises(ConfigError, match="needs float observations"):
+        make_agent("dqn", spec, backend="cpu")

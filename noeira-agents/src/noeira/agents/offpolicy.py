@@ -48,7 +48,7 @@ from noeira.agents.precision import autocast, check_precision
 from noeira.agents.replay import Batch, ReplayBuffer
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
-from noeira.core.spaces import Box, Discrete
+from noeira.core.spaces import Box, Discrete, Encoded
 
 __all__ = [
     "EnsembleLinear",
@@ -212,9 +212,12 @@ class OffPolicyAgent:
         self.device = torch.device(backend.device)
         self.num_envs = spec.num_envs
         self.steps_per_collect = spec.num_envs
-        self.obs_dim = space_dim(spec.observation_space.shape)
         space = spec.action_space
         name = type(self).__name__
+        if isinstance(spec.observation_space, Encoded):  # its replay buffer stores float observations
+            raise ConfigError(f"agent: {name} needs float observations; env {spec.name!r} gives encoded ones "
+                              f"({spec.observation_space!r}): choose the env's float observation")
+        self.obs_dim = space_dim(spec.observation_space.shape)
         if self.discrete:
             if not isinstance(space, Discrete):
                 raise ConfigError(f"agent: {name} needs a Discrete action space, env {spec.name!r} has {space!r}")

@@ -23,6 +23,7 @@ from noeira.agents.precision import PRECISIONS, check_precision
 from noeira.core import registry
 from noeira.core.contracts import EnvSpec, NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
+from noeira.core.spaces import Encoded
 
 __all__ = ["ActorCritic", "ActorCriticConfig", "precision_of"]
 
@@ -79,7 +80,10 @@ class ActorCritic(nn.Module):
 
     def __init__(self, spec: EnvSpec, cfg: ActorCriticConfig, device: torch.device | str = "cpu") -> None:
         super().__init__()
-        self.obs_shape = tuple(spec.observation_space.shape)
+        space = spec.observation_space
+        # an Encoded observation (a compact code) is decoded into the float one the network reads
+        self.decode = space.decode if isinstance(space, Encoded) else None
+        self.obs_shape = tuple((space.decoded if isinstance(space, Encoded) else space).shape)
         self.obs_dim = space_dim(self.obs_shape)
         self.head = make_head(spec.action_space, cfg.log_std_init, device)
         self.obs_rms = RunningMeanStd(self.obs_shape, device=device) if cfg.norm_obs else None
@@ -97,7 +101,10 @@ class ActorCritic(nn.Module):
 
     def observe(self, obs: Tensor, update: bool = False) -> Tensor:
         """Raw ``[B, *obs_shape]`` -> the network input ``[B, obs_dim]`` (float, normalised);
-        ``update`` first folds the batch into the running statistics."""
+        ``update`` first folds the batch into the running statistics. Encoded observations
+        are decoded first."""
+        if self.decode is not None:
+            obs = self.decode(obs)
         if self.obs_rms is not None:
             if update:
                 self.obs_rms.update(obs)

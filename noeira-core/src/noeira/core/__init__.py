@@ -23,7 +23,7 @@ _WHERE = {
     "UserError": "errors",
     "get_plugin_manager": "plugins", "hookimpl": "plugins",
     "list_plugins": "registry",
-    "Box": "spaces", "Discrete": "spaces", "MultiDiscrete": "spaces", "Space": "spaces",
+    "Box": "spaces", "Discrete": "spaces", "Encoded": "spaces", "MultiDiscrete": "spaces", "Space": "spaces",
 }
 __all__ = sorted(_WHERE)
 
@@ -52,4 +52,4 @@ if TYPE_CHECKING:
     from noeira.core.errors import ConfigError, NoeiraError, PluginLoadError, UnknownPluginError, UserError
     from noeira.core.plugins import get_plugin_manager, hookimpl
     from noeira.core.registry import list_plugins
-    from noeira.core.spaces import Box, Discrete, MultiDiscrete, Space
+    from noeira.core.spaces import Box, Discrete, Encoded, MultiDiscrete, Space

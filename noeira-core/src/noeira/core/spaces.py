@@ -9,16 +9,20 @@ sampling never leave it.
 - ``Discrete(n)``: int64 in ``[start, start + n)``; a batch is ``[num_envs]``.
 - ``MultiDiscrete(nvec)``: int64, component ``i`` in ``[0, nvec[i])``; a batch is
   ``[num_envs, len(nvec)]``.
+- ``Encoded(shape, dtype, decoded, decode)``: observations held in a compact code (bytes of
+  ids and flags, ``[num_envs, *shape]``) that ``decode`` turns into the float observations
+  ``decoded`` (a ``Box``) describes; policies read ``decode(obs)``. For observations that are
+  large and mostly one-hot: the code is what moves through memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
-__all__ = ["Box", "Discrete", "MultiDiscrete", "Space"]
+__all__ = ["Box", "Discrete", "Encoded", "MultiDiscrete", "Space"]
 
 
 class Box:
@@ -157,4 +161,38 @@ class MultiDiscrete:
         return f"MultiDiscrete({self.nvec.tolist()})"
 
 
-Space = Box | Discrete | MultiDiscrete
+class Encoded:
+    """Observations stored as a compact code of ``shape`` and integer ``dtype`` (one env's),
+    and ``decode``, which maps a batch of codes ``[..., *shape]`` to the float observations
+    ``[..., *decoded.shape]`` that ``decoded`` describes, on the codes' device. ``decode`` must
+    be a pure tensor function (no host sync: agents call it inside recorded steps)."""
+
+    def __init__(self, shape: Sequence[int], dtype: torch.dtype, decoded: Box, decode: Callable[[Tensor], Tensor],
+                 device: torch.device | str = "cpu") -> None:
+        if dtype.is_floating_point:
+            raise ValueError(f"Encoded: the code's dtype must be an integer type, got {dtype}")
+        self.shape, self.dtype, self.decoded, self.decode = tuple(shape), dtype, decoded, decode
+        self.device = torch.device(device)
+
+    def to(self, device: torch.device | str) -> Encoded:
+        return Encoded(self.shape, self.dtype, self.decoded.to(device), self.decode, device)
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """``n`` random codes ``[n, *shape]`` (uniform bytes: not every code is a valid observation)."""
+        info = torch.iinfo(self.dtype)
+        return torch.randint(info.min, info.max + 1, (n, *self.shape), generator=generator, device=self.device,
+                             dtype=self.dtype)
+
+    def contains(self, x: Tensor) -> bool:
+        """Whether a batch ``[n, *shape]`` has the code's shape and dtype."""
+        return isinstance(x, Tensor) and x.dtype == self.dtype and tuple(x.shape[1:]) == self.shape
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Encoded) and (self.shape, self.dtype) == (other.shape, other.dtype)
+                and self.decoded == other.decoded and self.decode is other.decode)
+
+    def __repr__(self) -> str:
+        return f"Encoded(shape={self.shape}, dtype={self.dtype}, decoded={self.decoded!r})"
+
+
+Space = Box | Discrete | MultiDiscrete | Encoded

@@ -22,7 +22,7 @@ from torch import Tensor
 from noeira.core import registry
 from noeira.core.api import get_backend, make_env
 from noeira.core.contracts import Agent, Backend, BatchedEnv, EnvSpec, GraphBackend, Network, NetworkSpec, StepResult
-from noeira.core.spaces import Box, Discrete, MultiDiscrete
+from noeira.core.spaces import Box, Discrete, Encoded, MultiDiscrete
 
 __all__ = ["check_agent", "check_backend", "check_env", "check_graph_backend", "check_network"]
 
@@ -39,8 +39,13 @@ def _check_batch(space: Any, x: Tensor, n: int, what: str, device: torch.device)
     assert isinstance(x, Tensor), f"{what}: expected a tensor, got {type(x).__name__}"
     assert tuple(x.shape) == (n, *space.shape), f"{what}: shape {tuple(x.shape)} != {(n, *space.shape)}"
     assert x.device.type == device.type, f"{what}: on {x.device}, env on {device}"
-    if isinstance(space, Box):
+    if isinstance(space, (Box, Encoded)):
         assert x.dtype == space.dtype, f"{what}: dtype {x.dtype} != space dtype {space.dtype}"
+    if isinstance(space, Encoded):
+        y = space.decode(x)
+        want = (n, *space.decoded.shape)
+        assert tuple(y.shape) == want and y.dtype == space.decoded.dtype, (
+            f"{what}: decode gives {tuple(y.shape)} {y.dtype}, decoded space says {want} {space.decoded.dtype}")
 
 
 def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu", steps: int | None = None,
@@ -53,7 +58,7 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
     assert isinstance(a, BatchedEnv), f"{type(a).__name__} does not implement BatchedEnv"
     n, dev = a.num_envs, a.device
     for what, space in (("observation_space", a.observation_space), ("action_space", a.action_space)):
-        assert isinstance(space, (Box, Discrete, MultiDiscrete)), f"{what}: {space!r} is not a noeira space"
+        assert isinstance(space, (Box, Discrete, MultiDiscrete, Encoded)), f"{what}: {space!r} is not a noeira space"
     assert isinstance(a.spec, EnvSpec) and a.spec.num_envs == n, "spec does not describe the env"
     assert isinstance(a.capture_safe, bool), "capture_safe must be a bool"
 
