@@ -279,3 +279,31 @@ def test_state_pool_on_cuda_matches_the_cpu_path_and_records() -> None:
     graph.replay()
     torch.cuda.synchronize()
     assert int(pool.cursor) == (before + int(mask.sum())) % 16
+
+
+def test_state_pool_row_copy_kernel_in_the_interpreter() -> None:
+    """StatePool's Triton row copy (its CUDA path), run by Triton's interpreter on the CPU: the
+    ended envs' rows of every state tensor come from their pool entries, the rest unchanged."""
+    import os
+
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("Triton kernels run on a CPU only in Triton's interpreter")
+    from noeira.core.envbase import _triton_rows
+
+    n, size = 37, 9
+    g = torch.Generator().manual_seed(0)
+    state = {"map": torch.zeros(n, 40, 50, dtype=torch.uint8), "pos": torch.zeros(n, 3, 2, dtype=torch.int16),
+             "alive": torch.zeros(n, dtype=torch.bool), "hp": torch.full((n,), -1.0)}
+    pool = {"map": torch.randint(0, 255, (size, 40, 50), generator=g).to(torch.uint8),
+            "pos": torch.randint(0, 99, (size, 3, 2), generator=g).to(torch.int16),
+            "alive": torch.ones(size, dtype=torch.bool), "hp": torch.arange(size, dtype=torch.float32)}
+    mask = torch.rand(n, generator=g) < 0.4
+    order = torch.cumsum(mask, 0) - 1
+    src = (5 + order) % size
+    want = {k: v.clone() for k, v in state.items()}
+    rows = mask.nonzero().squeeze(1)
+    for k in want:
+        want[k].index_copy_(0, rows, pool[k].index_select(0, src.index_select(0, rows)))
+    _triton_rows()(state, pool, mask, order, src, {})
+    assert 0 < int(mask.sum()) < n and all(torch.equal(state[k], want[k]) for k in state)

@@ -90,35 +90,50 @@ class StatePool:
     of resets per step. When more envs end than were refilled, entries are drawn again (two envs
     may start from the same world); size the pool and the refill for the env's episode lengths.
 
-    On CUDA with Triton, :meth:`draw` runs one kernel per key whose programs return at once for
-    envs that did not end, so its cost follows the ended envs; elsewhere it gathers the ended
-    rows (a host sync, harmless off CUDA graphs) or, on CUDA without Triton, selects with
-    ``torch.where`` over every env.
+    On CUDA with Triton, :meth:`draw` lists the ended envs (a scan and a scatter over ``N``) and
+    one kernel copies their rows of every state tensor, so its cost follows the ended envs;
+    elsewhere it gathers the ended rows (a host sync, harmless off CUDA graphs) or, on CUDA
+    without Triton, selects with ``torch.where`` over every env.
     """
 
     def __init__(self, generate: Callable[[int], Mapping[str, Tensor]], size: int, refill: int,
-                 device: torch.device) -> None:
+                 device: torch.device, generate_into: Callable[[Mapping[str, Tensor], Tensor], None] | None = None) -> None:
         if size < 1 or not 1 <= refill <= size:
             raise ConfigError(f"state pool: size must be >= 1 and refill in [1, size], got size={size}, refill={refill}")
         self.generate, self.size, self.refill, self.device = generate, size, refill, torch.device(device)
-        self.states: dict[str, Tensor] = {k: v.to(self.device).clone() for k, v in generate(size).items()}
+        self.generate_into = generate_into
+        """Optional ``generate_into(states, rows)``: write fresh states into the pool's ``rows`` in
+        place (one kernel, say); refills and ``fill`` use it instead of ``generate`` and a copy."""
+        if generate_into is None:
+            self.states: dict[str, Tensor] = {k: v.to(self.device).clone() for k, v in generate(size).items()}
+        else:  # one state shows the layout; generate_into fills the pool in place
+            self.states = {k: torch.zeros((size, *v.shape[1:]), dtype=v.dtype, device=self.device)
+                           for k, v in generate(1).items()}
+            generate_into(self.states, torch.arange(size, device=self.device))
         self.cursor = torch.zeros((), dtype=torch.int64, device=self.device)
         """The next pool entry to draw."""
         self.refill_cursor = torch.zeros((), dtype=torch.int64, device=self.device)
         self._refill_offsets = torch.arange(refill, device=self.device)
+        self._tables = {}
 
     def fill(self) -> None:
         """Regenerate every entry (on ``reset(seed)``, so a seed fixes the worlds drawn)."""
-        for k, v in self.generate(self.size).items():
-            self.states[k].copy_(v)
+        if self.generate_into is not None:
+            self.generate_into(self.states, torch.arange(self.size, device=self.device))
+        else:
+            for k, v in self.generate(self.size).items():
+                self.states[k].copy_(v)
         self.cursor.zero_()
         self.refill_cursor.zero_()
 
     def refill_step(self) -> None:
         """Regenerate ``refill`` entries, round-robin."""
         idx = (self.refill_cursor + self._refill_offsets) % self.size
-        for k, v in self.generate(self.refill).items():
-            self.states[k].index_copy_(0, idx, v)
+        if self.generate_into is not None:
+            self.generate_into(self.states, idx)
+        else:
+            for k, v in self.generate(self.refill).items():
+                self.states[k].index_copy_(0, idx, v)
         self.refill_cursor.copy_((self.refill_cursor + self.refill) % self.size)
 
     def draw(self, mask: Tensor, into: Mapping[str, Tensor]) -> None:
@@ -127,8 +142,7 @@ class StatePool:
         src = (self.cursor + order) % self.size
         copy_rows = _triton_rows() if self.device.type == "cuda" else None
         if copy_rows is not None:
-            for k, dst in into.items():
-                copy_rows(dst, self.states[k], mask, src)
+            copy_rows(into, self.states, mask, order, src, self._tables)
         elif self.device.type == "cuda":
             for k, dst in into.items():
                 m = mask.view(-1, *([1] * (dst.dim() - 1)))
@@ -139,10 +153,15 @@ class StatePool:
                 dst.index_copy_(0, rows, self.states[k].index_select(0, src.index_select(0, rows)))
         self.cursor.copy_((self.cursor + mask.sum()) % self.size)
 
+    _tables: dict[tuple[int, ...], tuple[Tensor, Tensor, Tensor]]
+    """Device tables of the row copy, by the tensors' addresses (built once, outside captures)."""
+
 
 @functools.cache
-def _triton_rows() -> Callable[[Tensor, Tensor, Tensor, Tensor], None] | None:
-    """A Triton kernel copying ``pool[src[i]]`` into ``dst[i]`` where ``mask[i]``; None without Triton."""
+def _triton_rows() -> Callable[..., None] | None:
+    """One Triton kernel copying, for every env that ended, its pool entry's row of every state
+    tensor (a persistent loop over the ended envs: the cost follows them, not ``num_envs``);
+    None without Triton."""
     try:
         import triton
         import triton.language as tl
@@ -150,26 +169,43 @@ def _triton_rows() -> Callable[[Tensor, Tensor, Tensor, Tensor], None] | None:
         return None
 
     @triton.jit
-    def copy_rows(dst, pool, mask, src, row_numel, BLOCK: tl.constexpr):  # noqa: N803
-        i = tl.program_id(0)
-        if tl.load(mask + i) == 0:
-            return
-        s = tl.load(src + i).to(tl.int64)
-        row = i.to(tl.int64) * row_numel  # int64: a million 4 KiB rows overflow int32 offsets
-        for start in range(0, row_numel, BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            keep = offs < row_numel
-            tl.store(dst + row + offs, tl.load(pool + s * row_numel + offs, mask=keep), mask=keep)
+    def copy_rows(ended, count_p, src_p, table, nfields, BLOCK: tl.constexpr):  # noqa: N803
+        # table rows: (destination address, pool address, bytes per row) of each state tensor
+        count = tl.load(count_p)
+        for i in range(tl.program_id(0), count, tl.num_programs(0)):
+            e = tl.load(ended + i)
+            s = tl.load(src_p + e)
+            for f in range(nfields):
+                dst = tl.load(table + 3 * f).to(tl.pointer_type(tl.uint8))
+                pool = tl.load(table + 3 * f + 1).to(tl.pointer_type(tl.uint8))
+                row = tl.load(table + 3 * f + 2)
+                for start in range(0, row, BLOCK):
+                    offs = start + tl.arange(0, BLOCK)
+                    keep = offs < row
+                    tl.store(dst + e * row + offs, tl.load(pool + s * row + offs, mask=keep), mask=keep)
 
-    def run(dst: Tensor, pool: Tensor, mask: Tensor, src: Tensor) -> None:
-        if not (dst.is_contiguous() and pool.is_contiguous()):
-            raise ValueError("StatePool.draw: the env's state tensors must be contiguous")
-        n = dst.shape[0]
-        row = max(dst[0].numel(), 1) if dst.dim() > 1 else 1
-        copy_rows[(n,)](dst, pool, mask.view(torch.uint8), src, row, BLOCK=min(1024, triton.next_power_of_2(row)))
+    def run(into: Mapping[str, Tensor], pool: Mapping[str, Tensor], mask: Tensor, order: Tensor, src: Tensor,
+            tables: dict[tuple[int, ...], tuple[Tensor, Tensor, Tensor]]) -> None:
+        keys = list(into)
+        key = tuple(t.data_ptr() for k in keys for t in (into[k], pool[k]))
+        if key not in tables:
+            for k in keys:
+                if not (into[k].is_contiguous() and pool[k].is_contiguous()):
+                    raise ValueError(f"StatePool.draw: state tensor {k!r} must be contiguous")
+            rows = [(into[k].data_ptr(), pool[k].data_ptr(), into[k][0].numel() * into[k].element_size()) for k in keys]
+            n = mask.shape[0]
+            tables.clear()  # one env's tensors at a time
+            tables[key] = (torch.tensor(rows, dtype=torch.int64, device=mask.device),
+                           torch.empty(n + 1, dtype=torch.int64, device=mask.device),
+                           torch.arange(n, device=mask.device))
+        table, ended, envs = tables[key]
+        n = mask.shape[0]
+        # the ended envs, in env order, at the front of `ended` (the rest lands in its last slot)
+        ended.scatter_(0, torch.where(mask, order, n), envs)
+        count = order[-1:] + 1
+        copy_rows[(min(n, 1024),)](ended, count, src, table, len(keys), BLOCK=1024)
 
     return run
-
 
 class TensorEnv:
     """Base for batched envs whose state is torch tensors. See the module docstring."""
