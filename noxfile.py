@@ -20,8 +20,9 @@ TORCH = "torch==2.13.0"
 DISTS = ["./noeira-core[plot,video]", "./noeira-envs[gymnasium,mujoco]", "./noeira-agents", "./noeira-physics",
          "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin"]
 # the references the tests compare against: gymnasium's v5 MuJoCo envs, Stable-Baselines3 (the
-# VecEnv bridge), JAX Craftax on CPU jax (Craftax-Classic)
-TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0", "stable-baselines3>=2.3", "craftax==1.6.1", "jax[cpu]"]
+# VecEnv bridge), JAX Craftax on CPU jax (Craftax-Classic); Triton, whose interpreter runs the
+# Craftax kernels on the CPU
+TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0", "stable-baselines3>=2.3", "craftax==1.6.1", "jax[cpu]", "triton"]
 
 
 def _has_cuda() -> bool:

@@ -1,12 +1,14 @@
 """Craftax-Classic env-only throughput: noeira's batched torch env beside the JAX reference.
 
 For each number of envs it measures env steps per second (all envs together, same-step
-autoreset included, random actions drawn once per run so only the env is timed):
+autoreset included, random actions drawn once per run so only the env is timed), for each
+``--variants`` entry ``KERNEL/OBS`` (``env.kernel``: ``triton``, the fused Triton step, or
+``torch``; ``env.obs``: ``symbolic``, 1,345 float32, or ``compact``, 148 bytes):
 
-- ``noeira eager``: ``env.step(action)`` as written, on ``--backend`` (cpu or cuda);
-- ``noeira stream`` / ``noeira device``: the same step recorded as a CUDA graph (``stream``) or
-  compiled by inductor and recorded (``device``), when noeira-cuda's graph plugins are
-  installed and available for the backend;
+- ``eager``: ``env.step(action)`` as written, on ``--backend`` (cpu or cuda);
+- ``stream`` / ``device``: the same step recorded as a CUDA graph (``stream``) or compiled by
+  inductor and recorded (``device``), when noeira-cuda's graph plugins are installed and
+  available for the backend;
 - ``jax``: the reference (pip ``craftax``, ``CraftaxClassicSymbolicEnv``, jit + vmap, autoreset)
   on whatever device jax has here, at sizes up to ``--jax-max``;
 
@@ -14,15 +16,20 @@ and, for the eager torch step, the memory per env (state, observation buffers an
 from the tensors the env holds) and the share of the step spent in resets (the pool's refill
 and draw, timed apart).
 
-Published figures to compare with (not measured here): craftax.cu (Infatoshi/craftax.cu),
-3.1e8 env steps/s on an H200 at its best size (its README); the Craftax paper (Matthews et al.,
-ICML 2024), Craftax-Classic symbolic with JAX on one A100 at ~1e8 env steps/s with 1,024+ envs.
+``--profile N`` also prints the GPU time per kernel of 20 eager steps at N envs (torch.profiler),
+for each variant.
+
+Published figures to compare with (not measured here): craftax.cu (Infatoshi/craftax.cu's
+README), 3.12e8 env steps/s env-only at 1M envs on an RTX PRO 6000 Blackwell, with its compact
+148-byte observation; the Craftax paper (Matthews et al., ICML 2024), Craftax-Classic symbolic
+with JAX on one A100 at ~1e8 env steps/s with 1,024+ envs.
 
 Examples::
 
     python benchmarks/craftax.py --quick                       # small CPU sizes, a minute or two
     python benchmarks/craftax.py --backend cuda --json craftax-cuda.json
     python benchmarks/craftax.py --backend cuda --sizes 65536,1048576 --no-jax
+    python benchmarks/craftax.py --backend cuda --variants triton/compact --graphs stream --profile 262144
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from noeira.core.errors import NoeiraError, UnknownPluginError
 
 FULL_SIZES = [1024, 4096, 16384, 65536, 262144, 1 << 20]
 QUICK_SIZES = [16, 256, 1024]
-COLUMNS = ["noeira eager", "noeira stream", "noeira device", "jax"]
+GRAPHS = ("eager", "stream", "device")
 
 
 def _time(step: Callable[[], Any], sync: Callable[[], None], min_time: float, warmup: int) -> float:
@@ -74,7 +81,8 @@ def _state_bytes(env: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def bench_noeira(n: int, backend: str, graph: str, min_time: float) -> dict[str, float] | None:
+def bench_noeira(n: int, backend: str, graph: str, min_time: float, kernel: str = "torch",
+                 obs: str = "symbolic") -> dict[str, float] | None:
     """Steps/s under graph backend ``graph`` (None where it is not available); for eager also
     bytes per env and the share of the step in resets."""
     be = get_backend(backend)
@@ -85,7 +93,7 @@ def bench_noeira(n: int, backend: str, graph: str, min_time: float) -> dict[str,
             return None
         if not g.available(be):
             return None
-    env = make_env("craftax-classic", num_envs=n, backend=be, seed=0)
+    env = make_env("craftax-classic", num_envs=n, backend=be, seed=0, kernel=kernel, obs=obs)
     gen = torch.Generator(device=be.device).manual_seed(0)
     action = env.action_space.sample(n, generator=gen)
 
@@ -109,6 +117,34 @@ def bench_noeira(n: int, backend: str, graph: str, min_time: float) -> dict[str,
         out["reset_share"] = _time(reset, be.synchronize, min_time / 2, warmup=3) / seconds
     env.close()
     return out
+
+
+def profile_noeira(n: int, backend: str, kernel: str, obs: str, console: Console) -> None:
+    """GPU time per kernel over 20 eager steps (after 5 warm-up steps)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    be = get_backend(backend)
+    env = make_env("craftax-classic", num_envs=n, backend=be, seed=0, kernel=kernel, obs=obs)
+    action = env.action_space.sample(n, generator=torch.Generator(device=be.device).manual_seed(0))
+    for _ in range(5):
+        env.step(action)
+    be.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            env.step(action)
+        be.synchronize()
+    table = Table(title=f"GPU time per step by kernel: {kernel}/{obs}, {n:,} envs (20 eager steps)")
+    for c in ("kernel", "us/step", "calls/step", "share"):
+        table.add_column(c, justify="left" if c == "kernel" else "right")
+    events = [e for e in prof.key_averages() if e.device_time_total > 0]
+    total = sum(e.device_time_total for e in events)
+    for e in sorted(events, key=lambda e: -e.device_time_total)[:15]:
+        table.add_row(e.key[:70], f"{e.device_time_total / 20:.1f}", f"{e.count / 20:.1f}",
+                      f"{100 * e.device_time_total / total:.0f}%")
+    table.add_row("total", f"{total / 20:.1f}", f"{sum(e.count for e in events) / 20:.0f}", "100%")
+    console.print(table)
+    console.print(f"  -> {n / (total / 20 * 1e-6):.3g} env steps/s if the GPU did nothing else")
+    env.close()
 
 
 def bench_jax(n: int, min_time: float) -> float | None:
@@ -154,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes and short timings (CPU-friendly)")
     p.add_argument("--backend", default="cpu", help="cpu | cuda | auto")
     p.add_argument("--graphs", default="eager,stream,device", help="noeira graph backends to try")
+    p.add_argument("--variants", default=None, help="comma-separated KERNEL/OBS (default: on cuda triton/compact, "
+                   "triton/symbolic, torch/symbolic; on cpu torch/symbolic, torch/compact)")
+    p.add_argument("--profile", type=int, default=None, metavar="N", help="also print GPU time per kernel at N envs")
     p.add_argument("--jax-max", type=int, default=None, help="largest size for the JAX reference (default 16384; quick 1024)")
     p.add_argument("--no-jax", action="store_true", help="skip the JAX reference")
     p.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 1.0; quick 0.3)")
@@ -171,41 +210,47 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"[bold]craftax-classic benchmark[/] backend={be.name} ({be.device_name()}) torch={torch.__version__} "
                   f"threads={torch.get_num_threads()}")
 
+    default = "triton/compact,triton/symbolic,torch/symbolic" if be.device.type == "cuda" else "torch/symbolic,torch/compact"
+    variants = [tuple(v.strip().split("/")) for v in (a.variants or default).split(",") if v.strip()]
+    columns = [f"{k}/{o} {g}" for k, o in variants for g in graphs] + ["jax"]
     rows: list[dict[str, Any]] = []
     for n in sizes:
         row: dict[str, Any] = {"num_envs": n}
-        for graph in graphs:
-            try:
-                res = bench_noeira(n, a.backend, graph, min_time)
-            except (RuntimeError, NoeiraError, MemoryError) as err:
-                console.print(f"[yellow]n={n} {graph}: {type(err).__name__}: {str(err)[:120]}")
-                res = None
+        for kernel, obs in variants:
+            for graph in graphs:
+                try:
+                    res = bench_noeira(n, a.backend, graph, min_time, kernel, obs)
+                except (RuntimeError, NoeiraError, MemoryError) as err:
+                    console.print(f"[yellow]n={n} {kernel}/{obs} {graph}: {type(err).__name__}: {str(err)[:160]}")
+                    res = None
                 if be.device.type == "cuda":
                     torch.cuda.empty_cache()
-            row[f"noeira {graph}"] = res["steps_per_s"] if res else None
-            if res and graph == "eager":
-                row["bytes_per_env"], row["reset_share"] = res["bytes_per_env"], res["reset_share"]
+                row[f"{kernel}/{obs} {graph}"] = res["steps_per_s"] if res else None
+                if res and graph == "eager":
+                    row[f"{kernel}/{obs} bytes_per_env"] = res["bytes_per_env"]
+                    row[f"{kernel}/{obs} reset_share"] = res["reset_share"]
         row["jax"] = bench_jax(n, min_time) if not a.no_jax and n <= jax_max else None
         rows.append(row)
-        console.print(f"  n={n:<8d} " + "  ".join(f"{c}={_fmt(row.get(c))}" for c in COLUMNS if row.get(c) is not None))
+        console.print(f"  n={n:<8d} " + "  ".join(f"{c}={_fmt(row.get(c))}" for c in columns if row.get(c) is not None))
 
-    cols = [c for c in COLUMNS if any(r.get(c) is not None for r in rows)]
+    cols = [c for c in columns if any(r.get(c) is not None for r in rows)]
     table = Table(title=f"craftax-classic env steps/s (all envs) - {be.name} ({be.device_name()})")
     table.add_column("num_envs", justify="right")
     for c in cols:
         table.add_column(c, justify="right")
     table.add_column("bytes/env", justify="right")
-    table.add_column("reset share", justify="right")
-    table.add_column("best noeira / jax", justify="right")
+    table.add_column("best / jax", justify="right")
     for r in rows:
-        best = max((r.get(f"noeira {g}") or 0 for g in graphs), default=0)
+        best = max((r.get(c) or 0 for c in cols if c != "jax"), default=0)
         ratio = f"{best / r['jax']:.1f}x" if best and r.get("jax") else "-"
-        share = f"{100 * r['reset_share']:.0f}%" if r.get("reset_share") is not None else "-"
-        table.add_row(f"{r['num_envs']:,}", *[_fmt(r.get(c)) for c in cols],
-                      f"{r.get('bytes_per_env', 0):,.0f}", share, ratio)
+        size = next((r[f"{k}/{o} bytes_per_env"] for k, o in variants if f"{k}/{o} bytes_per_env" in r), 0)
+        table.add_row(f"{r['num_envs']:,}", *[_fmt(r.get(c)) for c in cols], f"{size:,.0f}", ratio)
     console.print(table)
-    console.print("published: craftax.cu 3.1e8 env steps/s (H200, its README); "
-                  "Craftax paper: Craftax-Classic symbolic JAX ~1e8 (A100)")
+    console.print("published: craftax.cu 3.12e8 env steps/s env-only at 1M envs, compact obs (RTX PRO 6000 Blackwell, "
+                  "its README); Craftax paper: Craftax-Classic symbolic JAX ~1e8 (A100)")
+    if a.profile:
+        for kernel, obs in variants:
+            profile_noeira(a.profile, a.backend, kernel, obs, console)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"date": datetime.now(UTC).isoformat(), "backend": be.name, "device": be.device_name(),

@@ -76,8 +76,9 @@ def _require_env() -> None:
                  "install noeira-envs with the Craftax-Classic env first")
 
 
-def _config(backend_name: str, num_envs: int, seed: int, agent: dict[str, Any], total_steps: int) -> Any:
-    raw = {"backend": backend_name, "env": {"name": ENV, "num_envs": num_envs},
+def _config(backend_name: str, num_envs: int, seed: int, agent: dict[str, Any], total_steps: int,
+            env: dict[str, Any] | None = None) -> Any:
+    raw = {"backend": backend_name, "env": {"name": ENV, "num_envs": num_envs, **(env or {})},
            "agent": {"name": "ppo", **agent}, "run": {"seed": seed, "progress": False, "total_steps": total_steps}}
     return resolve(raw)
 
@@ -163,6 +164,7 @@ def main() -> int:
     p.add_argument("--precision", default="", help="comma list: fp32,bf16,bf16-master (default: the recipe's)")
     p.add_argument("--optimizer", default="", help="comma list: adam,muon,rmsprop (default: the recipe's)")
     p.add_argument("--hidden", default="", help="hidden_sizes, e.g. 256x3 or 512,512 (default: the recipe's)")
+    p.add_argument("--obs", default="", help="comma list of env.obs: symbolic,compact (default: the env's)")
     p.add_argument("--recipe", default="quality", choices=sorted(RECIPES),
                    help="agent layer above the installed recipes (hook: those alone)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="agent keys over everything (TOML values)")
@@ -195,23 +197,25 @@ def main() -> int:
         "network": _csv(args.network) or [None],
         "precision": _csv(args.precision) or [None],
         "optimizer": _csv(args.optimizer) or [None],
+        "obs": _csv(args.obs) or [None],
     }
     device = torch.cuda.get_device_name() if backend.device.type == "cuda" else "cpu"
     print(f"PPO on {ENV}, {backend.name} ({device}), recipe {args.recipe}, commit {_commit()}")
-    header = (f"{'envs':>7} {'graph':>7} {'network':>7} {'precision':>11} {'optim':>6} {'steps/s':>10} "
+    header = (f"{'envs':>7} {'graph':>7} {'network':>7} {'precision':>11} {'optim':>6} {'obs':>8} {'steps/s':>10} "
               f"{'score steps':>11} {'seconds':>8} {'return':>7} {'craftax':>8}")
     print(header)
     rows = []
-    for num_envs, graph, network, precision, optimizer in itertools.product(*axes.values()):
+    for num_envs, graph, network, precision, optimizer, obs in itertools.product(*axes.values()):
         agent = {**RECIPES[args.recipe], **extra}
         for key, value in (("network", network), ("precision", precision), ("optimizer", optimizer)):
             if value is not None:
                 agent[key] = value
         if agent.get("optimizer") == "muon" and "lr" not in extra:
             agent["lr"] = 0.02  # Muon's orthogonalised step wants a larger rate than Adam's
-        cfg = _config(backend.name, num_envs, args.seed, agent, int(args.total_steps))
+        cfg = _config(backend.name, num_envs, args.seed, agent, int(args.total_steps), {"obs": obs} if obs else None)
         a = cfg.agent.config
-        row: dict[str, Any] = {"num_envs": num_envs, "graph": graph, "network": a.network, "precision": a.precision,
+        obs = cfg.env.config.obs
+        row: dict[str, Any] = {"num_envs": num_envs, "graph": graph, "obs": obs, "network": a.network, "precision": a.precision,
                                "optimizer": a.optimizer, "hidden_sizes": list(a.hidden_sizes), "horizon": a.horizon,
                                "recipe": args.recipe, "agent": agent, "backend": backend.name, "device": device,
                                "commit": _commit(), "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
@@ -221,7 +225,7 @@ def main() -> int:
             row["score"] = score(cfg, graph, args.seconds, args.steps, args.log_every)
         s = row.get("score", {})
         fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-        print(f"{num_envs:>7} {graph:>7} {a.network:>7} {a.precision:>11} {a.optimizer:>6} "
+        print(f"{num_envs:>7} {graph:>7} {a.network:>7} {a.precision:>11} {a.optimizer:>6} {obs:>8} "
               f"{fmt(row.get('steps_per_second'), '10.3g')} {fmt(s.get('env_steps'), '11.3g')} "
               f"{fmt(s.get('seconds'), '8.1f')} {fmt(s.get('episode_return'), '7.2f')} "
               f"{fmt(s.get('craftax_score'), '8.2f')}", flush=True)

@@ -9,10 +9,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from noeira.core.plugins import reset_plugin_manager
 
 TESTS = Path(__file__).resolve().parent
+
+# Triton kernels (Craftax-Classic's fused step) run in Triton's interpreter where there is no
+# GPU; the variable must be set before Triton is first imported.
+if not torch.cuda.is_available() and "triton" not in sys.modules:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def write_dist(root: Path, name: str, entry_points: dict[str, dict[str, str]], version: str = "0.0.1",

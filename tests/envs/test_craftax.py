@@ -354,10 +354,27 @@ def test_render_frames() -> None:
 
 
 def test_conformance_kit() -> None:
-    """noeira's conformance kit (300 steps: the 10,000-step limit is checked above)."""
+    """noeira's conformance kit (300 steps: the 10,000-step limit is checked above), with the
+    symbolic and the compact observation."""
     from noeira.core.testing import check_env
 
     check_env("craftax-classic", num_envs=4, backend="cpu", steps=300)
+    check_env("craftax-classic", num_envs=4, backend="cpu", steps=100, obs="compact")
+
+
+def test_compact_observation_decodes_to_the_symbolic_one(ref: dict[str, np.ndarray]) -> None:
+    """On the reference's observation states the compact observation (148 bytes, an Encoded
+    space) decodes to the reference's 1,345 floats bit for bit."""
+    from noeira.core import Encoded
+
+    want = torch.as_tensor(ref["obs_obs"])
+    env = _env(want.shape[0], obs="compact")
+    env.set_state(_states(ref, "obs_state."))
+    space = env.observation_space
+    assert isinstance(space, Encoded) and space.shape == (148,) and env.obs.dtype == torch.uint8
+    got = space.decode(env.obs)
+    assert got.shape == want.shape and torch.equal(got.view(torch.int32), want.view(torch.int32))
+    assert torch.equal(space.decode(env.obs.view(2, -1, 148)).view(-1, 1345), got)  # leading dims kept
 
 
 def test_state_pool_resets_only_ended_worlds() -> None:
@@ -417,3 +434,47 @@ def test_cuda_matches_cpu_and_captures() -> None:
         assert torch.equal(env._result.final_obs, ref_step.final_obs)
         assert torch.equal(env._result.reward, ref_step.reward)
         assert torch.equal(env._result.obs[live], ref_step.obs[live])
+
+
+@pytest.mark.parametrize("cells", [5, 150])
+def test_spawn_is_uniform_over_the_free_cells(cells: int) -> None:
+    """A cow spawns on a free grass cell of its window, every one as likely (a chi-square
+    bound), whether its candidate cells find one (many grass cells) or the window scan does
+    (few): the reference's uniform choice either way."""
+    n = 3000
+    env = _env(n)
+    state = env.get_state()
+    rows = torch.arange(64)
+    dist = (rows.view(-1, 1) - 32).abs() + (rows.view(1, -1) - 32).abs()
+    window = ((dist > 3) & (dist <= 13)).flatten().nonzero().squeeze(1)
+    chosen = window[torch.randperm(window.numel(), generator=torch.Generator().manual_seed(cells))[:cells]]
+    grid = torch.full((64 * 64,), 4, dtype=torch.int32)  # stone everywhere
+    grid[chosen] = 2  # but these grass cells
+    grid[32 * 64 + 32] = 2
+    state["map"][:] = grid.view(64, 64)
+    state["mob_map"][:] = False
+    for kind in ("zombies", "cows", "skeletons", "arrows"):
+        state[f"{kind}.mask"][:] = False
+    state["player_position"][:] = 32
+    env.set_state(state)
+    g = torch.Generator().manual_seed(1)
+    draws = game.sample_draws(n, g, torch.device("cpu"))
+    draws["u"][:, 11] = 0.0  # a cow spawns
+    draws["u"][:, 12:14] = 1.0  # no zombie, no skeleton
+    game.step(env.s, torch.zeros(n, dtype=torch.long), draws, env.tables)
+    mask = env.s["cows.mask"]
+    assert mask[:, 0].all() and not mask[:, 1:].any()
+    pos = env.s["cows.position"][:, 0].long()
+    where = pos[:, 0] * 64 + pos[:, 1]
+    assert torch.isin(where, chosen).all(), "a cow spawned off the free cells"
+    counts = torch.bincount(where, minlength=64 * 64)[chosen].double()
+    expected = n / cells
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    dof = cells - 1
+    assert chi2 < dof + 5 * math.sqrt(2 * dof) + 10, f"chi-square {chi2:.1f} for {dof} degrees of freedom"
+    # which path chose: with 5 cells mostly the scan, with 150 mostly a candidate
+    size = env.tables.window_dx.numel()
+    cand = (draws["cand"][:, 0] * size).long().clamp(max=size - 1)
+    cx, cy = 32 + env.tables.window_dx[cand], 32 + env.tables.window_dy[cand]
+    by_candidate = torch.isin(cx.long() * 64 + cy.long(), chosen).any(1).float().mean().item()
+    assert (by_candidate < 0.3) if cells == 5 else (by_candidate > 0.95), by_candidate

@@ -17,6 +17,7 @@ slot of its kind set there.
 from __future__ import annotations
 
 import functools
+import importlib.util
 
 import torch
 from torch import Tensor
@@ -31,10 +32,13 @@ from noeira.envs.craftax.constants import (
     OUT_OF_BOUNDS,
 )
 
-__all__ = ["render_rgb", "symbolic"]
+__all__ = ["COMPACT_SIZE", "compact", "expand", "render_rgb", "symbolic"]
 
 CELLS = OBS_ROWS * OBS_COLS
 CHANNELS = NUM_BLOCKS + NUM_MOB_KINDS
+COMPACT_SIZE = 148
+"""Bytes of the compact observation (see :func:`compact`)."""
+MOB_BYTES, SCALAR_BYTES, LIGHT_BYTES = CELLS, 2 * CELLS, 2 * CELLS + 18  # where each part starts
 
 
 @functools.cache
@@ -103,6 +107,67 @@ def symbolic(s: dict[str, Tensor], out: Tensor) -> None:
     o += 4
     out[:, o].copy_(s["light_level"])
     out[:, o + 1].copy_(s["is_sleeping"])
+
+
+def compact(s: dict[str, Tensor], out: Tensor) -> None:
+    """Write the compact observation of every world into ``out`` [N, 148] uint8: what the
+    symbolic observation holds, 36x smaller (:func:`expand` makes the 1,345 floats again, bit
+    for bit). Bytes ``0..62``: the block type of each view cell; ``63..125``: its mob flags
+    (bit ``k`` for kind ``k``: zombie, cow, skeleton, arrow); ``126..137``: the inventory;
+    ``138..141``: health, food, drink, energy; ``142``: the facing direction (1..4); ``143``:
+    sleeping; ``144..147``: the light level's float32 bytes. Counts are int8 stored as bytes."""
+    n = out.shape[0]
+    out[:, :CELLS].copy_(view_blocks(s))
+    flags = view_mobs(s).to(torch.int16) << torch.arange(NUM_MOB_KINDS, device=out.device, dtype=torch.int16)
+    out[:, MOB_BYTES:SCALAR_BYTES].copy_(flags.sum(2))
+    o = SCALAR_BYTES
+    out[:, o : o + 12].copy_(s["inventory"].view(torch.uint8))
+    o += 12
+    for k in ("player_health", "player_food", "player_drink", "player_energy", "player_direction"):
+        out[:, o].copy_(s[k].view(torch.uint8))
+        o += 1
+    out[:, o].copy_(s["is_sleeping"])
+    out[:, LIGHT_BYTES:].copy_(s["light_level"].contiguous().view(torch.uint8).view(n, 4))
+
+
+@functools.cache
+def _triton_expand():
+    """:func:`noeira.envs.craftax.triton_step.expand` where Triton is installed, else None."""
+    if importlib.util.find_spec("triton") is None:
+        return None
+    from noeira.envs.craftax.triton_step import expand as run
+
+    return run
+
+
+@functools.cache
+def _tenths_table(device: torch.device) -> Tensor:
+    """``_tenths`` of every byte read as int8 [256] float32 (made once per device, before any capture)."""
+    return _tenths(torch.arange(256, dtype=torch.int16).to(torch.uint8).view(torch.int8)).to(device)
+
+
+def expand(code: Tensor, out: Tensor | None = None) -> Tensor:
+    """The symbolic observation [..., 1345] float32 of compact observations ``code`` [..., 148]
+    uint8 (bit for bit what :func:`symbolic` writes for the same worlds); into ``out`` if given."""
+    lead = code.shape[:-1]
+    c = code.reshape(-1, COMPACT_SIZE)
+    b = c.shape[0]
+    res = torch.empty((b, 1345), dtype=torch.float32, device=c.device) if out is None else out.view(b, 1345)
+    if c.is_cuda and _triton_expand() is not None:  # one kernel instead of a dozen
+        _triton_expand()(c.contiguous(), res, _tenths_table(c.device))
+        return res.view(*lead, 1345)
+    grid = res[:, : CELLS * CHANNELS].view(b, CELLS, CHANNELS)
+    grid[:, :, :NUM_BLOCKS].copy_(c[:, :CELLS].unsqueeze(2) == torch.arange(NUM_BLOCKS, device=c.device))
+    bits = torch.arange(NUM_MOB_KINDS, device=c.device, dtype=torch.uint8)
+    grid[:, :, NUM_BLOCKS:].copy_((c[:, MOB_BYTES:SCALAR_BYTES].unsqueeze(2) >> bits) & 1)
+    o = CELLS * CHANNELS
+    res[:, o : o + 16].copy_(_tenths_table(c.device)[c[:, SCALAR_BYTES : SCALAR_BYTES + 16].long()])
+    o += 16
+    direction = c[:, SCALAR_BYTES + 16].view(torch.int8).long() - 1
+    res[:, o : o + 4].copy_(direction.unsqueeze(1) == torch.arange(4, device=c.device))
+    res[:, o + 4].copy_(c[:, LIGHT_BYTES:].contiguous().view(torch.float32).squeeze(1))
+    res[:, o + 5].copy_(c[:, SCALAR_BYTES + 17])
+    return res.view(*lead, 1345)
 
 
 # -- RGB frames ----------------------------------------------------------------------------------

@@ -1,0 +1,1272 @@
+"""Craftax-Classic's step as Triton kernels: one lane per world, the whole rule set of
+:func:`noeira.envs.craftax.game.step` fused into one pass over the state.
+
+:mod:`.game` (torch) is the reference: fed the same random variates, these kernels give the
+same next state, reward and termination bit for bit (the tests replay the JAX reference's
+recorded draws through both). Lanes are worlds (``BLOCK`` per program); every rule is the
+torch code's masked arithmetic on ``[BLOCK]`` vectors, the state read and written in place
+where it lives (the env's own tensors), the map and ``mob_map`` gathered and scattered per
+lane. A world's cells are touched only by its own lane, in program order, so the reads see
+the writes before them, as the torch code's sequence of in-place ops does.
+
+- :func:`game_step` is ``game.step`` (the rules alone, variates from ``draws`` or from the
+  kernel's own Philox stream), for the parity tests.
+- :func:`env_step` adds what the env's ``step`` does around the rules (the time limit,
+  episode sums, the done flags) and writes the compact observation of the state reached
+  (:func:`noeira.envs.craftax.render.compact`); :func:`observe` writes the compact
+  observation of the current state (after resets), copying the reached one where the world
+  did not end; :func:`expand` turns compact observations into the 1,345 floats.
+
+Spawning scans the 27 x 27 window around the player row by row (a row's 32 cells as one
+load); only worlds whose spawn draws pass (a free slot and ``u < chance``) take part, but
+a program scans when any of its lanes needs it.
+
+Random variates in the kernel's own mode: Philox (``tl.rand``/``tl.randint``) keyed by a
+device seed the env advances every step, counter = world x 8 + call: the same
+distributions as :func:`game.sample_draws`, another stream.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from noeira.envs.craftax import constants as C
+
+__all__ = ["BLOCK", "Step", "expand", "observe"]
+
+
+
+def _const(value: int | float) -> object:
+    """A module constant the kernels read: ``tl.constexpr`` for the compiler, the plain number
+    under ``TRITON_INTERPRET=1`` (the interpreter computes with it as a Python value)."""
+    return value if os.environ.get("TRITON_INTERPRET", "") == "1" else tl.constexpr(value)
+
+
+BLOCK = 128
+"""Worlds per program (one per thread at 4 warps)."""
+LANES = _const(BLOCK)
+
+# -- constants inside the kernels ------------------------------------------------------------------
+GRASS = _const(C.GRASS)
+WATER = _const(C.WATER)
+STONE = _const(C.STONE)
+TREE = _const(C.TREE)
+PATH = _const(C.PATH)
+COAL = _const(C.COAL)
+IRON = _const(C.IRON)
+DIAMOND = _const(C.DIAMOND)
+TABLE = _const(C.CRAFTING_TABLE)
+FURNACE = _const(C.FURNACE)
+LAVA = _const(C.LAVA)
+PLANT = _const(C.PLANT)
+RIPE = _const(C.RIPE_PLANT)
+OOB = _const(C.OUT_OF_BOUNDS)
+SOLID = _const(sum(1 << b for b in C.SOLID_BLOCKS))
+COW_BLOCKS = _const(1 << C.GRASS)  # where each kind spawns, as bit masks of block types
+ZOMBIE_BLOCKS = _const((1 << C.GRASS) | (1 << C.PATH))
+SKELETON_BLOCKS = _const(1 << C.PATH)
+DESPAWN = _const(C.MOB_DESPAWN_DISTANCE)
+A_WOOD = _const(C.A["collect_wood"])
+A_TABLE = _const(C.A["place_table"])
+A_COW = _const(C.A["eat_cow"])
+A_SAPLING = _const(C.A["collect_sapling"])
+A_DRINK = _const(C.A["collect_drink"])
+A_WPICK = _const(C.A["make_wood_pickaxe"])
+A_WSWORD = _const(C.A["make_wood_sword"])
+A_PLANT = _const(C.A["place_plant"])
+A_ZOMBIE = _const(C.A["defeat_zombie"])
+A_STONE = _const(C.A["collect_stone"])
+A_PSTONE = _const(C.A["place_stone"])
+A_EAT_PLANT = _const(C.A["eat_plant"])
+A_SKELETON = _const(C.A["defeat_skeleton"])
+A_SPICK = _const(C.A["make_stone_pickaxe"])
+A_SSWORD = _const(C.A["make_stone_sword"])
+A_WAKE = _const(C.A["wake_up"])
+A_FURNACE = _const(C.A["place_furnace"])
+A_COAL = _const(C.A["collect_coal"])
+A_IRON = _const(C.A["collect_iron"])
+A_DIAMOND = _const(C.A["collect_diamond"])
+A_IPICK = _const(C.A["make_iron_pickaxe"])
+A_ISWORD = _const(C.A["make_iron_sword"])
+ZOMBIE_HEALTH = _const(C.ZOMBIE_HEALTH)
+COW_HEALTH = _const(C.COW_HEALTH)
+SKELETON_HEALTH = _const(C.SKELETON_HEALTH)
+COW_CHANCE = _const(C.SPAWN_COW_CHANCE)
+SKELETON_CHANCE = _const(C.SPAWN_SKELETON_CHANCE)
+TENTH = _const(float(torch.tensor(0.1, dtype=torch.float32)))  # the reward's 0.1, as float32
+COMPACT = _const(148)
+NUM_STATS = _const(25)  # return, length, count, 22 achievements
+
+
+# -- lane helpers ----------------------------------------------------------------------------------
+@triton.jit
+def _not(x):
+    return x == 0
+
+
+@triton.jit
+def _inb(x, y):
+    return (x >= 0) & (x < 64) & (y >= 0) & (y < 64)
+
+
+@triton.jit
+def _cell(x, y):
+    """The flat cell a read at (x, y) gathers (negative wrapped once, then clamped: JAX's gather)
+    and whether a write there lands (inside after the wrap: JAX's scatter)."""
+    x = tl.where(x < 0, x + 64, x)
+    y = tl.where(y < 0, y + 64, y)
+    ok = (x >= 0) & (x < 64) & (y >= 0) & (y < 64)
+    idx = tl.minimum(tl.maximum(x, 0), 63) * 64 + tl.minimum(tl.maximum(y, 0), 63)
+    return idx, ok
+
+
+@triton.jit
+def _solid(b):
+    return ((SOLID >> (b & 31)) & 1) != 0
+
+
+@triton.jit
+def _free(mp, mm, base, x, y, px, py, live):
+    """``is_position_in_bounds_not_in_wall_not_in_mob_not_in_lava``."""
+    idx, _ok = _cell(x, y)
+    blk = tl.load(mp + base + idx, mask=live, other=0).to(tl.int32)
+    mob = tl.load(mm + base + idx, mask=live, other=0).to(tl.int32)
+    in_mob = (mob != 0) | ((x == px) & (y == py))
+    return _inb(x, y) & _not(_solid(blk)) & _not(in_mob) & (blk != LAVA)
+
+
+@triton.jit
+def _dx(d):
+    """Row step of a direction (1 left, 2 right, 3 up, 4 down; others none)."""
+    return tl.where(d == 3, -1, tl.where(d == 4, 1, 0))
+
+
+@triton.jit
+def _dy(d):
+    return tl.where(d == 1, -1, tl.where(d == 2, 1, 0))
+
+
+@triton.jit
+def _mx(m):
+    """Row step of a random move (0 left, 1 right, 2 up, 3 down, 4..7 none)."""
+    return tl.where(m == 2, -1, tl.where(m == 3, 1, 0))
+
+
+@triton.jit
+def _my(m):
+    return tl.where(m == 0, -1, tl.where(m == 1, 1, 0))
+
+
+@triton.jit
+def _sign(v):
+    return (v > 0).to(tl.int32) - (v < 0).to(tl.int32)
+
+
+@triton.jit
+def _towards(x, y, px, py, u_axis):
+    """One step towards the player along the further axis (either, at random, when as far)."""
+    ddx = px - x
+    ddy = py - y
+    ax = tl.abs(ddx)
+    ay = tl.abs(ddy)
+    rows = (ax > ay) | ((ax == ay) & (u_axis < 0.5))
+    return tl.where(rows, _sign(ddx), 0), tl.where(rows, 0, _sign(ddy))
+
+
+@triton.jit
+def _bit(ach, got, k):
+    return ach | (got.to(tl.int32) << k)
+
+
+@triton.jit
+def _near(mp, base, px, py, block, live):
+    """Whether one of the 8 cells around the player (inside the map) is ``block``."""
+    found = px < -1000  # all False
+    for k in tl.static_range(8):
+        ox = 0 if k < 2 else (-1 if (k == 2 or k == 4 or k == 5) else 1)
+        oy = (-1 if k == 0 else 1) if k < 2 else (0 if k < 4 else (-1 if (k == 4 or k == 6) else 1))
+        x = px + ox
+        y = py + oy
+        inside = _inb(x, y)
+        idx = tl.minimum(tl.maximum(x, 0), 63) * 64 + tl.minimum(tl.maximum(y, 0), 63)
+        blk = tl.load(mp + base + idx, mask=live & inside, other=0).to(tl.int32)
+        found = found | (inside & (blk == block))
+    return found
+
+
+@triton.jit
+def _ld(p, off, live):
+    return tl.load(p + off, mask=live, other=0).to(tl.int32)
+
+
+@triton.jit
+def _st(p, off, v, live):
+    tl.store(p + off, v.to(p.dtype.element_ty), mask=live)
+
+
+# -- spawning --------------------------------------------------------------------------------------
+@triton.jit
+def _spawn_cells(mp, mm, base, px, py, allowed, far: tl.constexpr, need, pick, FIND: tl.constexpr):
+    """Over the cells at distance 4..13 (``far``: 10..13) from the player, inside the map, of a
+    block in ``allowed`` (a bit mask of block types) and without a mob, row-major: their count,
+    and (``FIND``) the row and column of the ``pick``-th (0-based) of them. A window row's cells
+    are two 16-wide loads per lane."""
+    jj = tl.arange(0, 16)
+    count = tl.zeros_like(px)
+    selx = tl.zeros_like(px)
+    sely = tl.zeros_like(px)
+    for r in range(27):
+        dx = r - 13
+        x = px + dx
+        xin = (x >= 0) & (x < 64)
+        xc = tl.minimum(tl.maximum(x, 0), 63)
+        for h in range(2):
+            dy = jj + (16 * h - 13)
+            y = py[:, None] + dy[None, :]
+            dist = tl.abs(dy)[None, :] + tl.abs(dx)
+            window = (dist > 3) & (dist <= 13)
+            if far:
+                window = window & (dist > 9)
+            m = need[:, None] & window & xin[:, None] & (y >= 0) & (y < 64)
+            idx = xc[:, None] * 64 + y
+            blk = tl.load(mp + base[:, None] + idx, mask=m, other=0).to(tl.int32)
+            m = m & (((allowed >> (blk & 31)) & 1) != 0)
+            mob = tl.load(mm + base[:, None] + idx, mask=m, other=1).to(tl.int32)  # only where the block fits
+            valid = m & (mob == 0)
+            v = valid.to(tl.int32)
+            if FIND:
+                target = pick - count
+                cs = tl.cumsum(v, axis=1)
+                hit = valid & (cs == (target + 1)[:, None])
+                found = tl.sum(hit.to(tl.int32), axis=1) > 0
+                col = tl.sum(tl.where(hit, y, 0), axis=1)
+                selx = tl.where(found, x, selx)
+                sely = tl.where(found, col, sely)
+            count += tl.sum(v, axis=1)
+    return count, selx, sely
+
+
+@triton.jit
+def _cand(cand_p, seed, e, e64, live, kind: tl.constexpr, t, DRAWS: tl.constexpr):
+    """Candidate ``t`` of a kind (``game``'s ``cand[:, kind, t]``): read, or drawn (and written)."""
+    if DRAWS == 1:
+        v = tl.load(cand_p + e64 * 24 + kind * 8 + t, mask=live, other=2.0)
+    else:
+        v = tl.rand(seed, e * 32 + 8 + kind * 8 + t)
+        if DRAWS == 2:
+            tl.store(cand_p + e64 * 24 + kind * 8 + t, v, mask=live)
+    return v
+
+
+@triton.jit
+def _candidates(mp, mm, base, px, py, need, allowed, wdx, wdy, WSIZE: tl.constexpr, cand_p, seed, e, e64,
+                kind: tl.constexpr, DRAWS: tl.constexpr):
+    """The first of a kind's candidate cells that is free for it (in the window, on the map, an
+    allowed block, no mob): (found, row, column)."""
+    found = need & (px < -1000)
+    fx = tl.zeros_like(px)
+    fy = tl.zeros_like(px)
+    for t in range(8):  # a loop, not unrolled: the step kernel compiles in a fraction of the time
+        j = (_cand(cand_p, seed, e, e64, need, kind, t, DRAWS) * WSIZE).to(tl.int32)
+        m = need & _not(found) & (j < WSIZE)
+        jj = tl.minimum(j, WSIZE - 1)
+        x = px + tl.load(wdx + jj, mask=m, other=0)
+        y = py + tl.load(wdy + jj, mask=m, other=0)
+        m = m & _inb(x, y)
+        idx = tl.minimum(tl.maximum(x, 0), 63) * 64 + tl.minimum(tl.maximum(y, 0), 63)
+        blk = tl.load(mp + base + idx, mask=m, other=0).to(tl.int32)
+        mob = tl.load(mm + base + idx, mask=m, other=1).to(tl.int32)
+        ok = m & (((allowed >> (blk & 31)) & 1) != 0) & (mob == 0)
+        fx = tl.where(ok, x, fx)
+        fy = tl.where(ok, y, fy)
+        found = found | ok
+    return found, fx, fy
+
+
+@triton.jit
+def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, allowed, far: tl.constexpr,
+           full_health, u_go, u_pick, chance, wdx, wdy, WSIZE: tl.constexpr, cand_p, seed, ei, kind: tl.constexpr,
+           DRAWS: tl.constexpr, CANDIDATES: tl.constexpr, SCAN: tl.constexpr, tried):
+    """One kind's spawn for the ``active`` lanes: where it has a free slot and its draw is under
+    ``chance``, on its first free candidate cell (``CANDIDATES``, skipped for the lanes in
+    ``tried``, whose candidates failed already), else (``SCAN``) on the ``floor(u_pick * count)``-th
+    free cell of its window; then the first free slot's cell (slot 0's when all are taken)
+    enters ``mob_map`` if that slot is alive (the reference's bookkeeping, quirk included).
+    Returns the lanes that would spawn but found no candidate (``SCAN`` off: they are deferred,
+    nothing of this kind done for them)."""
+    taken = tl.zeros_like(px)
+    slot = tl.zeros_like(px) + SLOTS  # the first free slot, SLOTS while none
+    for i in tl.static_range(SLOTS):
+        alive = _ld(mask, e * SLOTS + i, active) != 0
+        taken += alive.to(tl.int32)
+        slot = tl.where(_not(alive) & (slot == SLOTS), i, slot)
+    has_free = slot < SLOTS
+    slot = tl.where(has_free, slot, 0)
+    need = active & has_free & (u_go < chance)
+    found = need & (px < -1000)
+    cx = tl.zeros_like(px)
+    cy = tl.zeros_like(px)
+    if CANDIDATES:
+        found, cx, cy = _candidates(mp, mm, base, px, py, need & _not(tried), allowed, wdx, wdy, WSIZE, cand_p, seed,
+                                    ei, e, kind, DRAWS)
+    rest = need & _not(found)
+    go = found
+    if SCAN:
+        if tl.max(rest.to(tl.int32), axis=0) > 0:
+            count, _sx, _sy = _spawn_cells(mp, mm, base, px, py, allowed, far, rest, px, False)
+            scan = rest & (count > 0)
+            if tl.max(scan.to(tl.int32), axis=0) > 0:  # (skeletons, mostly: no path in the window)
+                pick = tl.minimum((u_pick * count.to(tl.float32)).to(tl.int32), tl.maximum(count - 1, 0))
+                _c, sx, sy = _spawn_cells(mp, mm, base, px, py, allowed, far, scan, pick, True)
+                cx = tl.where(scan, sx, cx)
+                cy = tl.where(scan, sy, cy)
+                go = go | scan
+        deferred = rest & (px < -1000)
+    else:
+        deferred = rest
+    done_here = active & _not(deferred)
+    _st(pos, (e * SLOTS + slot) * 2, cx, go)
+    _st(pos, (e * SLOTS + slot) * 2 + 1, cy, go)
+    _st(hp, e * SLOTS + slot, full_health + tl.zeros_like(px), go)
+    _st(mask, e * SLOTS + slot, tl.zeros_like(px) + 1, go)
+    alive = _ld(mask, e * SLOTS + slot, done_here) != 0
+    sx = _ld(pos, (e * SLOTS + slot) * 2, done_here)
+    sy = _ld(pos, (e * SLOTS + slot) * 2 + 1, done_here)
+    sidx, sok = _cell(sx, sy)
+    _st(mm, base + sidx, tl.zeros_like(px) + 1, done_here & sok & alive)
+    return deferred
+
+
+# -- the rules -------------------------------------------------------------------------------------
+@triton.jit
+def _rules(e, live, action_p,
+           mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
+           fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+           plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+           u_p, dirs_p, cand_p, seed_p, deferred_p, DRAWS: tl.constexpr):
+    """The whole step for the lanes ``e`` (``live`` inside num_envs), in place, but for the spawns
+    that need a scan of the window; returns (reward float32, terminated, the achievements bits,
+    the lanes queued for the spawn kernel, each with the first kind it defers in ``deferred_p``)."""
+    e64 = e.to(tl.int64)
+    base = e64 * 4096
+    # -- the variates: u [17] floats, dirs [8] ints in 0..7
+    if DRAWS == 1:
+        u0 = tl.load(u_p + e64 * 17 + 0, mask=live, other=1.0)
+        u1 = tl.load(u_p + e64 * 17 + 1, mask=live, other=1.0)
+        u2 = tl.load(u_p + e64 * 17 + 2, mask=live, other=1.0)
+        u3 = tl.load(u_p + e64 * 17 + 3, mask=live, other=1.0)
+        u4 = tl.load(u_p + e64 * 17 + 4, mask=live, other=1.0)
+        u5 = tl.load(u_p + e64 * 17 + 5, mask=live, other=1.0)
+        u6 = tl.load(u_p + e64 * 17 + 6, mask=live, other=1.0)
+        u7 = tl.load(u_p + e64 * 17 + 7, mask=live, other=1.0)
+        u8 = tl.load(u_p + e64 * 17 + 8, mask=live, other=1.0)
+        u9 = tl.load(u_p + e64 * 17 + 9, mask=live, other=1.0)
+        u10 = tl.load(u_p + e64 * 17 + 10, mask=live, other=1.0)
+        u11 = tl.load(u_p + e64 * 17 + 11, mask=live, other=1.0)
+        u12 = tl.load(u_p + e64 * 17 + 12, mask=live, other=1.0)
+        u13 = tl.load(u_p + e64 * 17 + 13, mask=live, other=1.0)
+        u14 = tl.load(u_p + e64 * 17 + 14, mask=live, other=1.0)
+        u15 = tl.load(u_p + e64 * 17 + 15, mask=live, other=1.0)
+        u16 = tl.load(u_p + e64 * 17 + 16, mask=live, other=1.0)
+        d0 = _ld(dirs_p, e64 * 8 + 0, live)
+        d1 = _ld(dirs_p, e64 * 8 + 1, live)
+        d2 = _ld(dirs_p, e64 * 8 + 2, live)
+        d3 = _ld(dirs_p, e64 * 8 + 3, live)
+        d4 = _ld(dirs_p, e64 * 8 + 4, live)
+        d5 = _ld(dirs_p, e64 * 8 + 5, live)
+        d6 = _ld(dirs_p, e64 * 8 + 6, live)
+        d7 = _ld(dirs_p, e64 * 8 + 7, live)
+    else:
+        seed = tl.load(seed_p)
+        off = e * 32  # counters: 0..6 these variates, 8..31 the spawn candidates
+        u0, u1, u2, u3 = tl.rand4x(seed, off)
+        u4, u5, u6, u7 = tl.rand4x(seed, off + 1)
+        u8, u9, u10, u11 = tl.rand4x(seed, off + 2)
+        u12, u13, u14, u15 = tl.rand4x(seed, off + 3)
+        u16, _x1, _x2, _x3 = tl.rand4x(seed, off + 4)
+        r0, r1, r2, r3 = tl.randint4x(seed, off + 5)
+        r4, r5, r6, r7 = tl.randint4x(seed, off + 6)
+        d0 = (r0 >> 29).to(tl.int32)
+        d1 = (r1 >> 29).to(tl.int32)
+        d2 = (r2 >> 29).to(tl.int32)
+        d3 = (r3 >> 29).to(tl.int32)
+        d4 = (r4 >> 29).to(tl.int32)
+        d5 = (r5 >> 29).to(tl.int32)
+        d6 = (r6 >> 29).to(tl.int32)
+        d7 = (r7 >> 29).to(tl.int32)
+        if DRAWS == 2:  # keep them, so the torch step can replay this one
+            tl.store(u_p + e64 * 17 + 0, u0, mask=live)
+            tl.store(u_p + e64 * 17 + 1, u1, mask=live)
+            tl.store(u_p + e64 * 17 + 2, u2, mask=live)
+            tl.store(u_p + e64 * 17 + 3, u3, mask=live)
+            tl.store(u_p + e64 * 17 + 4, u4, mask=live)
+            tl.store(u_p + e64 * 17 + 5, u5, mask=live)
+            tl.store(u_p + e64 * 17 + 6, u6, mask=live)
+            tl.store(u_p + e64 * 17 + 7, u7, mask=live)
+            tl.store(u_p + e64 * 17 + 8, u8, mask=live)
+            tl.store(u_p + e64 * 17 + 9, u9, mask=live)
+            tl.store(u_p + e64 * 17 + 10, u10, mask=live)
+            tl.store(u_p + e64 * 17 + 11, u11, mask=live)
+            tl.store(u_p + e64 * 17 + 12, u12, mask=live)
+            tl.store(u_p + e64 * 17 + 13, u13, mask=live)
+            tl.store(u_p + e64 * 17 + 14, u14, mask=live)
+            tl.store(u_p + e64 * 17 + 15, u15, mask=live)
+            tl.store(u_p + e64 * 17 + 16, u16, mask=live)
+            _st(dirs_p, e64 * 8 + 0, d0, live)
+            _st(dirs_p, e64 * 8 + 1, d1, live)
+            _st(dirs_p, e64 * 8 + 2, d2, live)
+            _st(dirs_p, e64 * 8 + 3, d3, live)
+            _st(dirs_p, e64 * 8 + 4, d4, live)
+            _st(dirs_p, e64 * 8 + 5, d5, live)
+            _st(dirs_p, e64 * 8 + 6, d6, live)
+            _st(dirs_p, e64 * 8 + 7, d7, live)
+
+    # -- the state this step starts from
+    px = _ld(ppos, e64 * 2, live)
+    py = _ld(ppos, e64 * 2 + 1, live)
+    pdir = _ld(pdir_p, e64, live)
+    health = _ld(health_p, e64, live)
+    food = _ld(food_p, e64, live)
+    drink = _ld(drink_p, e64, live)
+    energy = _ld(energy_p, e64, live)
+    sleeping = _ld(sleep_p, e64, live) != 0
+    recover = tl.load(recover_p + e64, mask=live, other=0.0)
+    hunger = tl.load(hunger_p + e64, mask=live, other=0.0)
+    thirst = tl.load(thirst_p + e64, mask=live, other=0.0)
+    fatigue = tl.load(fatigue_p + e64, mask=live, other=0.0)
+    i_wood = _ld(inv_p, e64 * 12 + 0, live)
+    i_stone = _ld(inv_p, e64 * 12 + 1, live)
+    i_coal = _ld(inv_p, e64 * 12 + 2, live)
+    i_iron = _ld(inv_p, e64 * 12 + 3, live)
+    i_diamond = _ld(inv_p, e64 * 12 + 4, live)
+    i_sapling = _ld(inv_p, e64 * 12 + 5, live)
+    i_wpick = _ld(inv_p, e64 * 12 + 6, live)
+    i_spick = _ld(inv_p, e64 * 12 + 7, live)
+    i_ipick = _ld(inv_p, e64 * 12 + 8, live)
+    i_wsword = _ld(inv_p, e64 * 12 + 9, live)
+    i_ssword = _ld(inv_p, e64 * 12 + 10, live)
+    i_isword = _ld(inv_p, e64 * 12 + 11, live)
+    ach = tl.zeros_like(px)
+    for k in range(22):
+        ach = ach | ((_ld(ach_p, e64 * 22 + k, live) != 0).to(tl.int32) << k)
+    init_ach = ach
+    init_health = health
+    ts = _ld(ts_p, e64, live)
+
+    # a sleeping player does nothing
+    act = _ld(action_p, e64, live)
+    a = tl.where(sleeping, 0, act)
+
+    # -- crafting: next to a table (and a furnace), with the materials; the actions exclude each other
+    table = _near(mp, base, px, py, TABLE, live)
+    furnace = _near(mp, base, px, py, FURNACE, live)
+    has_wood = i_wood >= 1
+    has_stone = i_stone >= 1
+    has_coal = i_coal >= 1
+    has_iron = i_iron >= 1
+    made = (a == 11) & table & has_wood
+    i_wood -= made.to(tl.int32)
+    i_wpick += made.to(tl.int32)
+    ach = _bit(ach, made, A_WPICK)
+    made = (a == 12) & table & has_wood & has_stone
+    i_wood -= made.to(tl.int32)
+    i_stone -= made.to(tl.int32)
+    i_spick += made.to(tl.int32)
+    ach = _bit(ach, made, A_SPICK)
+    made = (a == 13) & table & furnace & has_wood & has_stone & has_iron & has_coal
+    i_wood -= made.to(tl.int32)
+    i_stone -= made.to(tl.int32)
+    i_iron -= made.to(tl.int32)
+    i_coal -= made.to(tl.int32)
+    i_ipick += made.to(tl.int32)
+    ach = _bit(ach, made, A_IPICK)
+    made = (a == 14) & table & has_wood
+    i_wood -= made.to(tl.int32)
+    i_wsword += made.to(tl.int32)
+    ach = _bit(ach, made, A_WSWORD)
+    made = (a == 15) & table & has_wood & has_stone
+    i_wood -= made.to(tl.int32)
+    i_stone -= made.to(tl.int32)
+    i_ssword += made.to(tl.int32)
+    ach = _bit(ach, made, A_SSWORD)
+    made = (a == 16) & table & furnace & has_wood & has_stone & has_iron & has_coal
+    i_wood -= made.to(tl.int32)
+    i_stone -= made.to(tl.int32)
+    i_iron -= made.to(tl.int32)
+    i_coal -= made.to(tl.int32)
+    i_isword += made.to(tl.int32)
+    ach = _bit(ach, made, A_ISWORD)
+
+    # -- DO: attack the mob in front, else mine / collect / drink / eat the block in front
+    do = a == 5
+    bx = px + _dx(pdir)
+    by = py + _dy(pdir)
+    damage = tl.maximum(tl.maximum(tl.maximum(tl.zeros_like(px) + 1, 2 * i_wsword), 3 * i_ssword), 5 * i_isword)
+    attacked = px < -1000
+    killed_any = px < -1000
+    # zombies (3 slots)
+    target = tl.zeros_like(px)
+    hit_any = px < -1000
+    for i in tl.static_range(3):
+        hit = (_ld(zpos, (e64 * 3 + i) * 2, live) == bx) & (_ld(zpos, (e64 * 3 + i) * 2 + 1, live) == by) & (
+            _ld(zmask, e64 * 3 + i, live) != 0)
+        target = tl.where(hit & _not(hit_any), i, target)
+        hit_any = hit_any | hit
+    hit_any = hit_any & do
+    was_alive = _ld(zmask, e64 * 3 + target, live) != 0
+    for i in tl.static_range(3):
+        h = _ld(zhp, e64 * 3 + i, live) - tl.where((target == i) & hit_any, damage, 0)
+        _st(zhp, e64 * 3 + i, h, live)
+        m = tl.where(do, h > 0, _ld(zmask, e64 * 3 + i, live) != 0)
+        _st(zmask, e64 * 3 + i, m.to(tl.int32), live)
+    killed = do & was_alive & (_ld(zmask, e64 * 3 + target, live) == 0)
+    ach = _bit(ach, killed, A_ZOMBIE)
+    attacked = attacked | hit_any
+    killed_any = killed_any | killed
+    # cows (3 slots)
+    target = tl.zeros_like(px)
+    hit_any = px < -1000
+    for i in tl.static_range(3):
+        hit = (_ld(cpos, (e64 * 3 + i) * 2, live) == bx) & (_ld(cpos, (e64 * 3 + i) * 2 + 1, live) == by) & (
+            _ld(cmask, e64 * 3 + i, live) != 0)
+        target = tl.where(hit & _not(hit_any), i, target)
+        hit_any = hit_any | hit
+    hit_any = hit_any & do
+    was_alive = _ld(cmask, e64 * 3 + target, live) != 0
+    for i in tl.static_range(3):
+        h = _ld(chp, e64 * 3 + i, live) - tl.where((target == i) & hit_any, damage, 0)
+        _st(chp, e64 * 3 + i, h, live)
+        m = tl.where(do, h > 0, _ld(cmask, e64 * 3 + i, live) != 0)
+        _st(cmask, e64 * 3 + i, m.to(tl.int32), live)
+    killed = do & was_alive & (_ld(cmask, e64 * 3 + target, live) == 0)
+    ach = _bit(ach, killed, A_COW)
+    attacked = attacked | hit_any
+    killed_any = killed_any | killed
+    food = tl.where(killed, tl.minimum(food + 6, 9), food)
+    hunger = tl.where(killed, 0.0, hunger)
+    # skeletons (2 slots)
+    target = tl.zeros_like(px)
+    hit_any = px < -1000
+    for i in tl.static_range(2):
+        hit = (_ld(spos, (e64 * 2 + i) * 2, live) == bx) & (_ld(spos, (e64 * 2 + i) * 2 + 1, live) == by) & (
+            _ld(smask, e64 * 2 + i, live) != 0)
+        target = tl.where(hit & _not(hit_any), i, target)
+        hit_any = hit_any | hit
+    hit_any = hit_any & do
+    was_alive = _ld(smask, e64 * 2 + target, live) != 0
+    for i in tl.static_range(2):
+        h = _ld(shp, e64 * 2 + i, live) - tl.where((target == i) & hit_any, damage, 0)
+        _st(shp, e64 * 2 + i, h, live)
+        m = tl.where(do, h > 0, _ld(smask, e64 * 2 + i, live) != 0)
+        _st(smask, e64 * 2 + i, m.to(tl.int32), live)
+    killed = do & was_alive & (_ld(smask, e64 * 2 + target, live) == 0)
+    ach = _bit(ach, killed, A_SKELETON)
+    attacked = attacked | hit_any
+    killed_any = killed_any | killed
+
+    bidx, bok = _cell(bx, by)
+    _st(mm, base + bidx, tl.zeros_like(px), live & bok & killed_any)
+    block = _ld(mp, base + bidx, live)
+    ok = do & _inb(bx, by) & _not(attacked)
+    got_tree = ok & (block == TREE)
+    got_stone = ok & (block == STONE) & (i_wpick > 0)
+    got_coal = ok & (block == COAL) & (i_wpick > 0)
+    got_iron = ok & (block == IRON) & (i_spick > 0)
+    got_diamond = ok & (block == DIAMOND) & (i_ipick > 0)
+    got_sapling = ok & (block == GRASS) & (u0 < 0.1)
+    got_water = ok & (block == WATER)
+    got_ripe = ok & (block == RIPE)
+    mined = got_stone | got_coal | got_iron | got_diamond
+    new_block = tl.where(got_tree, GRASS, tl.where(mined, PATH, tl.where(got_ripe, PLANT, block)))
+    _st(mp, base + bidx, new_block, live & bok)
+    i_wood += got_tree.to(tl.int32)
+    i_stone += got_stone.to(tl.int32)
+    i_coal += got_coal.to(tl.int32)
+    i_iron += got_iron.to(tl.int32)
+    i_diamond += got_diamond.to(tl.int32)
+    i_sapling += got_sapling.to(tl.int32)
+    ach = _bit(ach, got_tree, A_WOOD)
+    ach = _bit(ach, got_stone, A_STONE)
+    ach = _bit(ach, got_coal, A_COAL)
+    ach = _bit(ach, got_iron, A_IRON)
+    ach = _bit(ach, got_diamond, A_DIAMOND)
+    ach = _bit(ach, got_sapling, A_SAPLING)
+    ach = _bit(ach, got_water, A_DRINK)
+    ach = _bit(ach, got_ripe, A_EAT_PLANT)
+    drink = tl.where(got_water, tl.minimum(drink + 1, 9), drink)
+    thirst = tl.where(got_water, 0.0, thirst)
+    food = tl.where(got_ripe, tl.minimum(food + 4, 9), food)
+    hunger = tl.where(got_ripe, 0.0, hunger)
+    # the eaten plant grows again: the first plant slot at that cell (slot 0 if none)
+    first = tl.zeros_like(px) + 10
+    for i in range(10):
+        at = (_ld(plpos, (e64 * 10 + i) * 2, live) == bx) & (_ld(plpos, (e64 * 10 + i) * 2 + 1, live) == by)
+        first = tl.where(at & (first == 10), i, first)
+    first = tl.where(first == 10, 0, first)
+    _st(plage, e64 * 10 + first, tl.zeros_like(px), live & got_ripe)
+
+    # -- placing: stone (also into water), a table, a furnace, a sapling on grass
+    block = _ld(mp, base + bidx, live)
+    wall = _solid(block)
+    mob_there = (_ld(mm, base + bidx, live) != 0) | ((bx == px) & (by == py))
+    ok = _inb(bx, by) & _not(mob_there)
+    put_table = ok & (a == 8) & _not(wall) & (i_wood >= 2)
+    put_furnace = ok & (a == 9) & _not(wall) & (i_stone > 0)
+    put_stone = ok & (a == 7) & ((block == WATER) | _not(wall)) & (i_stone > 0)
+    put_plant = ok & (a == 10) & (block == GRASS) & (i_sapling > 0)
+    new_block = tl.where(put_table, TABLE, tl.where(put_furnace, FURNACE, tl.where(put_stone, STONE, tl.where(
+        put_plant, PLANT, block))))
+    _st(mp, base + bidx, new_block, live & bok)
+    i_wood -= 2 * put_table.to(tl.int32)
+    i_stone -= (put_furnace | put_stone).to(tl.int32)
+    i_sapling -= put_plant.to(tl.int32)
+    ach = _bit(ach, put_table, A_TABLE)
+    ach = _bit(ach, put_furnace, A_FURNACE)
+    ach = _bit(ach, put_stone, A_PSTONE)
+    ach = _bit(ach, put_plant, A_PLANT)
+    slot = tl.zeros_like(px) + 10
+    for i in range(10):
+        slot = tl.where((_ld(plmask, e64 * 10 + i, live) == 0) & (slot == 10), i, slot)
+    adding = put_plant & (slot < 10)
+    slot = tl.where(slot == 10, 0, slot)
+    _st(plpos, (e64 * 10 + slot) * 2, bx, live & adding)
+    _st(plpos, (e64 * 10 + slot) * 2 + 1, by, live & adding)
+    _st(plage, e64 * 10 + slot, tl.zeros_like(px), live & adding)
+    _st(plmask, e64 * 10 + slot, tl.zeros_like(px) + 1, live & adding)
+
+    # -- movement: onto a free cell, or onto lava (where the player dies)
+    sx = _dx(a)
+    sy = _dy(a)
+    qx = px + sx
+    qy = py + sy
+    qidx, _qok = _cell(qx, qy)
+    moves = _free(mp, mm, base, qx, qy, px, py, live) | (_ld(mp, base + qidx, live) == LAVA)
+    px = px + sx * moves.to(tl.int32)
+    py = py + sy * moves.to(tl.int32)
+    pdir = tl.where((a >= 1) & (a <= 4), a, pdir)
+
+    # -- zombies: chase (75%) when close, else wander; attack when adjacent
+    for i in range(3):  # loops over slots stay loops (not unrolled): the kernel compiles much faster
+        o = e64 * 3 + i
+        x = _ld(zpos, o * 2, live)
+        y = _ld(zpos, o * 2 + 1, live)
+        alive = _ld(zmask, o, live) != 0
+        cd = _ld(zcd, o, live)
+        dm = tl.where(i == 0, d0, tl.where(i == 1, d1, d2)) % 4
+        ua = tl.where(i == 0, u1, tl.where(i == 1, u2, u3))
+        uc = tl.where(i == 0, u4, tl.where(i == 1, u5, u6))
+        cx, cy = _towards(x, y, px, py, ua)
+        dist = tl.abs(x - px) + tl.abs(y - py)
+        chase = (dist < 10) & (uc < 0.75)
+        qx = tl.where(chase, x + cx, x + _mx(dm))
+        qy = tl.where(chase, y + cy, y + _my(dm))
+        attack = (dist == 1) & (cd <= 0) & alive
+        qx = tl.where(attack, x, qx)
+        qy = tl.where(attack, y, qy)
+        health -= tl.where(sleeping, 7, 2) * attack.to(tl.int32)
+        ach = _bit(ach, sleeping & attack, A_WAKE)
+        sleeping = sleeping & _not(attack)
+        _st(zcd, o, tl.where(attack, 5, cd - 1), live)
+        free = _free(mp, mm, base, qx, qy, px, py, live)
+        nx = tl.where(free, qx, x)
+        ny = tl.where(free, qy, y)
+        now = alive & (dist < DESPAWN)
+        oidx, ook = _cell(x, y)
+        nidx, nok = _cell(nx, ny)
+        _st(mm, base + oidx, tl.zeros_like(px), live & ook & alive)
+        _st(mm, base + nidx, tl.zeros_like(px) + 1, live & nok & now)
+        _st(zpos, o * 2, nx, live)
+        _st(zpos, o * 2 + 1, ny, live)
+        _st(zmask, o, now.to(tl.int32), live)
+
+    # -- cows wander (or stand still)
+    for i in range(3):
+        o = e64 * 3 + i
+        x = _ld(cpos, o * 2, live)
+        y = _ld(cpos, o * 2 + 1, live)
+        alive = _ld(cmask, o, live) != 0
+        dm = tl.where(i == 0, d3, tl.where(i == 1, d4, d5))
+        qx = x + _mx(dm)
+        qy = y + _my(dm)
+        free = _free(mp, mm, base, qx, qy, px, py, live)
+        nx = tl.where(free, qx, x)
+        ny = tl.where(free, qy, y)
+        now = alive & (tl.abs(x - px) + tl.abs(y - py) < DESPAWN)
+        oidx, ook = _cell(x, y)
+        nidx, nok = _cell(nx, ny)
+        _st(mm, base + oidx, tl.zeros_like(px), live & ook & alive)
+        _st(mm, base + nidx, tl.zeros_like(px) + 1, live & nok & now)
+        _st(cpos, o * 2, nx, live)
+        _st(cpos, o * 2 + 1, ny, live)
+        _st(cmask, o, now.to(tl.int32), live)
+
+    # -- skeletons: keep their distance, shoot arrows at distance 4..5
+    for i in range(2):
+        o = e64 * 2 + i
+        x = _ld(spos, o * 2, live)
+        y = _ld(spos, o * 2 + 1, live)
+        alive = _ld(smask, o, live) != 0
+        cd = _ld(scd, o, live)
+        dm = tl.where(i == 0, d6, d7) % 4
+        ua = tl.where(i == 0, u7, u8)
+        uc = tl.where(i == 0, u9, u10)
+        rx = x + _mx(dm)
+        ry = y + _my(dm)
+        cx, cy = _towards(x, y, px, py, ua)
+        dist = tl.abs(x - px) + tl.abs(y - py)
+        far = dist >= 10
+        close = dist <= 3
+        qx = tl.where(close, x - cx, tl.where(far, x + cx, rx))
+        qy = tl.where(close, y - cy, tl.where(far, y + cy, ry))
+        considered = uc > 0.85
+        qx = tl.where(considered, qx, rx)
+        qy = tl.where(considered, qy, ry)
+        attack = ((dist >= 4) & (dist <= 5)) | (close & _not(_free(mp, mm, base, qx, qy, px, py, live)))
+        attack = attack & (cd <= 0) & alive
+        arrows = tl.zeros_like(px)
+        aslot = tl.zeros_like(px) + 3
+        for j in range(3):
+            am = _ld(amask, e64 * 3 + j, live) != 0
+            arrows += am.to(tl.int32)
+            aslot = tl.where(_not(am) & (aslot == 3), j, aslot)
+        shoot = attack & (arrows < 3)
+        aslot = tl.where(aslot == 3, 0, aslot)
+        ao = e64 * 3 + aslot
+        _st(apos, ao * 2, x, live & shoot)
+        _st(apos, ao * 2 + 1, y, live & shoot)
+        _st(amask, ao, tl.zeros_like(px) + 1, live & shoot)
+        _st(adir, ao * 2, cx, live & shoot)
+        _st(adir, ao * 2 + 1, cy, live & shoot)
+        qx = tl.where(attack, x, qx)
+        qy = tl.where(attack, y, qy)
+        _st(scd, o, tl.where(attack, 4, cd - 1), live)
+        free = _free(mp, mm, base, qx, qy, px, py, live)
+        nx = tl.where(free, qx, x)
+        ny = tl.where(free, qy, y)
+        now = alive & (dist < DESPAWN)
+        oidx, ook = _cell(x, y)
+        nidx, nok = _cell(nx, ny)
+        _st(mm, base + oidx, tl.zeros_like(px), live & ook & alive)
+        _st(mm, base + nidx, tl.zeros_like(px) + 1, live & nok & now)
+        _st(spos, o * 2, nx, live)
+        _st(spos, o * 2 + 1, ny, live)
+        _st(smask, o, now.to(tl.int32), live)
+
+    # -- arrows fly on (dead slots too); they hurt the player and break tables and furnaces
+    for i in range(3):
+        o = e64 * 3 + i
+        x = _ld(apos, o * 2, live) + _ld(adir, o * 2, live)
+        y = _ld(apos, o * 2 + 1, live) + _ld(adir, o * 2 + 1, live)
+        alive = _ld(amask, o, live) != 0
+        idx, ok = _cell(x, y)
+        blk = _ld(mp, base + idx, live)
+        on_player = (x == px) & (y == py)
+        blocked = (_solid(blk) & (blk != WATER)) | (_ld(mm, base + idx, live) != 0) | on_player
+        hit = on_player & alive
+        breaks = alive & ((blk == FURNACE) | (blk == TABLE))
+        _st(mp, base + idx, tl.zeros_like(px) + PATH, live & ok & breaks)
+        health -= 2 * hit.to(tl.int32)
+        sleeping = sleeping & _not(hit)
+        _st(amask, o, (_inb(x, y) & _not(blocked) & alive).to(tl.int32), live)
+        _st(apos, o * 2, x, live)
+        _st(apos, o * 2 + 1, y, live)
+
+    # -- spawning (a cow on grass, a zombie on grass or path, more at night, a skeleton on path),
+    # kind after kind, on the first free candidate cell; a world whose candidates all fail leaves
+    # that kind and the next ones to the spawn kernel, which scans the window
+    chance_zombie = tl.load(zchance_table + tl.minimum(ts, max_t), mask=live, other=0.0)
+    if DRAWS == 1:
+        seed = 0
+    nope = px < -1000
+    d_cow = _spawn(mp, mm, base, px, py, live, cpos, chp, cmask, e64, 3, COW_BLOCKS, False, COW_HEALTH, u11, u14,
+                   COW_CHANCE, wdx, wdy, 340, cand_p, seed, e, 0, DRAWS, True, False, nope)
+    d_zombie = _spawn(mp, mm, base, px, py, live & _not(d_cow), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS, True,
+                      ZOMBIE_HEALTH, u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, e, 1, DRAWS, True, False, nope)
+    queued = d_cow | d_zombie
+    d_skeleton = _spawn(mp, mm, base, px, py, live & _not(queued), spos, shp, smask, e64, 2, SKELETON_BLOCKS, True,
+                        SKELETON_HEALTH, u13, u16, SKELETON_CHANCE, fdx, fdy, 184, cand_p, seed, e, 2, DRAWS, True,
+                        False, nope)
+    queued = queued | d_skeleton
+    _st(deferred_p, e64, tl.where(d_cow, 0, tl.where(d_zombie, 1, 2)), queued)
+
+    # -- plants ripen after 600 steps
+    for i in range(10):
+        o = e64 * 10 + i
+        pm = _ld(plmask, o, live)
+        age = (_ld(plage, o, live) + 1) * pm
+        age = ((age + 32768) & 65535) - 32768  # int16, as the state keeps it
+        _st(plage, o, age, live)
+        pidx, pok = _cell(_ld(plpos, o * 2, live), _ld(plpos, o * 2 + 1, live))
+        _st(mp, base + pidx, tl.zeros_like(px) + RIPE, live & pok & (age >= 600))
+
+    # -- intrinsics: sleep, hunger, thirst, fatigue, recovery
+    sleeping = sleeping | ((a == 6) & (energy < 9))
+    wake = (energy >= 9) & sleeping
+    sleeping = sleeping & _not(wake)
+    ach = _bit(ach, wake, A_WAKE)
+    rate = tl.where(sleeping, 0.5, 1.0)
+    hunger = hunger + rate
+    over = hunger > 25.0
+    food = tl.where(over, tl.maximum(food - 1, 0), food)
+    hunger = tl.where(over, 0.0, hunger)
+    thirst = thirst + rate
+    over = thirst > 20.0
+    drink = tl.where(over, tl.maximum(drink - 1, 0), drink)
+    thirst = tl.where(over, 0.0, thirst)
+    fatigue = tl.where(sleeping, tl.minimum(fatigue - 1.0, 0.0), fatigue + 1.0)
+    tired = fatigue > 30.0
+    rested = fatigue < -10.0
+    energy = tl.where(tired, tl.maximum(energy - 1, 0), tl.where(rested, tl.minimum(energy + 1, 9), energy))
+    fatigue = tl.where(tired | rested, 0.0, fatigue)
+    fine = (food > 0) & (drink > 0) & ((energy > 0) | sleeping)
+    recover = recover + tl.where(fine, tl.where(sleeping, 2.0, 1.0), tl.where(sleeping, -0.5, -1.0))
+    up = recover > 25.0
+    down = recover < -15.0
+    health = tl.where(up, tl.minimum(health + 1, 9), tl.where(down, health - 1, health))
+    recover = tl.where(up | down, 0.0, recover)
+
+    # -- the inventory cap, lava, the reward
+    i_wood = tl.minimum(i_wood, 9)
+    i_stone = tl.minimum(i_stone, 9)
+    i_coal = tl.minimum(i_coal, 9)
+    i_iron = tl.minimum(i_iron, 9)
+    i_diamond = tl.minimum(i_diamond, 9)
+    i_sapling = tl.minimum(i_sapling, 9)
+    i_wpick = tl.minimum(i_wpick, 9)
+    i_spick = tl.minimum(i_spick, 9)
+    i_ipick = tl.minimum(i_ipick, 9)
+    i_wsword = tl.minimum(i_wsword, 9)
+    i_ssword = tl.minimum(i_ssword, 9)
+    i_isword = tl.minimum(i_isword, 9)
+    pidx, _pok = _cell(px, py)
+    on_lava = _ld(mp, base + pidx, live) == LAVA
+    health = tl.maximum(tl.where(on_lava, 0, health), 0)
+    gained = tl.zeros_like(px)
+    new = ach & ~init_ach
+    for k in range(22):
+        gained += (new >> k) & 1
+    reward = ((health - init_health).to(tl.float64) * TENTH + gained.to(tl.float64)).to(tl.float32)
+    ts = ts + 1
+    light = tl.load(light_table + tl.minimum(ts, max_t), mask=live, other=0.0)
+    terminated = (health <= 0) | on_lava
+
+    # -- write the state back
+    _st(ppos, e64 * 2, px, live)
+    _st(ppos, e64 * 2 + 1, py, live)
+    _st(pdir_p, e64, pdir, live)
+    _st(health_p, e64, health, live)
+    _st(food_p, e64, food, live)
+    _st(drink_p, e64, drink, live)
+    _st(energy_p, e64, energy, live)
+    _st(sleep_p, e64, sleeping.to(tl.int32), live)
+    tl.store(recover_p + e64, recover, mask=live)
+    tl.store(hunger_p + e64, hunger, mask=live)
+    tl.store(thirst_p + e64, thirst, mask=live)
+    tl.store(fatigue_p + e64, fatigue, mask=live)
+    _st(inv_p, e64 * 12 + 0, i_wood, live)
+    _st(inv_p, e64 * 12 + 1, i_stone, live)
+    _st(inv_p, e64 * 12 + 2, i_coal, live)
+    _st(inv_p, e64 * 12 + 3, i_iron, live)
+    _st(inv_p, e64 * 12 + 4, i_diamond, live)
+    _st(inv_p, e64 * 12 + 5, i_sapling, live)
+    _st(inv_p, e64 * 12 + 6, i_wpick, live)
+    _st(inv_p, e64 * 12 + 7, i_spick, live)
+    _st(inv_p, e64 * 12 + 8, i_ipick, live)
+    _st(inv_p, e64 * 12 + 9, i_wsword, live)
+    _st(inv_p, e64 * 12 + 10, i_ssword, live)
+    _st(inv_p, e64 * 12 + 11, i_isword, live)
+    for k in range(22):
+        _st(ach_p, e64 * 22 + k, (ach >> k) & 1, live)
+    _st(ts_p, e64, ts, live)
+    tl.store(light_p + e64, light, mask=live)
+    return reward, terminated, ach, queued
+
+
+# -- the compact observation -----------------------------------------------------------------------
+@triton.jit
+def _mob_codes(pos, mask, e64, live, px, py, i, SLOTS: tl.constexpr):
+    """Slot ``i``'s view cell as ``cell * 2 + on`` (-1 where its wrapped local index leaves the
+    view): the reference scatters each slot's flag there, alive and on screen or not."""
+    o = e64 * SLOTS + i
+    lx = _ld(pos, o * 2, live) - px + 3
+    ly = _ld(pos, o * 2 + 1, live) - py + 4
+    on = (lx >= 0) & (lx < 7) & (ly >= 0) & (ly < 9) & (_ld(mask, o, live) != 0)
+    lx = tl.where(lx < 0, lx + 7, lx)
+    ly = tl.where(ly < 0, ly + 9, ly)
+    lands = (lx >= 0) & (lx < 7) & (ly >= 0) & (ly < 9)
+    return tl.where(lands, (lx * 9 + ly) * 2 + on.to(tl.int32), -1)
+
+
+@triton.jit
+def _flag(code0, code1, code2, cell):
+    """A kind's flag at a view cell: the ``on`` bit of the last of its slots written there."""
+    bit = tl.where((code0 >> 1) == cell, code0 & 1, 0)
+    bit = tl.where((code1 >> 1) == cell, code1 & 1, bit)
+    return tl.where((code2 >> 1) == cell, code2 & 1, bit)
+
+
+@triton.jit
+def _put_word(row, row2, w, word, live, TWO: tl.constexpr):
+    tl.store(row + w, word, mask=live)
+    if TWO:
+        tl.store(row2 + w, word, mask=live)
+
+
+@triton.jit
+def _block_byte(mp, base, px, py, cell, live):
+    """The block type of view cell ``cell`` (rows of 9), OUT_OF_BOUNDS off the map."""
+    x = px + (cell // 9 - 3)
+    y = py + (cell % 9 - 4)
+    return tl.load(mp + base + x * 64 + y, mask=live & _inb(x, y), other=OOB).to(tl.int32)
+
+
+@triton.jit
+def _write_compact(out_w, out2_w, e64, live, mp, base, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p,
+                   inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, TWO: tl.constexpr):
+    """The compact observation (:func:`noeira.envs.craftax.render.compact`) of the lanes' state,
+    into ``out_w`` (and ``out2_w`` with ``TWO``; the observations viewed as int32 [N, 37]): each
+    lane packs its 148 bytes into 37 words, one store per word (bytes 0..62 blocks, 63..125 mob
+    flags, 126.. scalars)."""
+    px = _ld(ppos, e64 * 2, live)
+    py = _ld(ppos, e64 * 2 + 1, live)
+    z0 = _mob_codes(zpos, zmask, e64, live, px, py, 0, 3)
+    z1 = _mob_codes(zpos, zmask, e64, live, px, py, 1, 3)
+    z2 = _mob_codes(zpos, zmask, e64, live, px, py, 2, 3)
+    c0 = _mob_codes(cpos, cmask, e64, live, px, py, 0, 3)
+    c1 = _mob_codes(cpos, cmask, e64, live, px, py, 1, 3)
+    c2 = _mob_codes(cpos, cmask, e64, live, px, py, 2, 3)
+    s0 = _mob_codes(spos, smask, e64, live, px, py, 0, 2)
+    s1 = _mob_codes(spos, smask, e64, live, px, py, 1, 2)
+    a0 = _mob_codes(apos, amask, e64, live, px, py, 0, 3)
+    a1 = _mob_codes(apos, amask, e64, live, px, py, 1, 3)
+    a2 = _mob_codes(apos, amask, e64, live, px, py, 2, 3)
+    row = out_w + e64 * (COMPACT // 4)
+    row2 = out2_w + e64 * (COMPACT // 4)
+    for w in range(15):  # bytes 0..59: blocks
+        word = tl.zeros_like(px)
+        for j in tl.static_range(4):
+            word = word | (_block_byte(mp, base, px, py, 4 * w + j, live) << (8 * j))
+        _put_word(row, row2, w, word, live, TWO)
+    word = _block_byte(mp, base, px, py, 60, live) | (_block_byte(mp, base, px, py, 61, live) << 8)
+    word = word | (_block_byte(mp, base, px, py, 62, live) << 16)
+    first = tl.zeros_like(px)  # view cell 0's flags: byte 63
+    flags = (_flag(z0, z1, z2, first) | (_flag(c0, c1, c2, first) << 1) | (_flag(s0, s1, s1, first) << 2)
+             | (_flag(a0, a1, a2, first) << 3))
+    _put_word(row, row2, 15, word | (flags << 24), live, TWO)
+    for w in range(16, 32):  # bytes 64..127: mob flags of cells 1..62, then inventory 0..1
+        word = tl.zeros_like(px)
+        for j in tl.static_range(4):
+            cell = tl.zeros_like(px) + (4 * w + j - 63)  # (two skeleton slots: s1 twice)
+            flags = (_flag(z0, z1, z2, cell) | (_flag(c0, c1, c2, cell) << 1) | (_flag(s0, s1, s1, cell) << 2)
+                     | (_flag(a0, a1, a2, cell) << 3))
+            inv = _ld(inv_p, e64 * 12 + (cell - 63), live & (cell >= 63)) & 255
+            word = word | (tl.where(cell < 63, flags, inv) << (8 * j))
+        _put_word(row, row2, w, word, live, TWO)
+    i2 = _ld(inv_p, e64 * 12 + 2, live) & 255
+    i3 = _ld(inv_p, e64 * 12 + 3, live) & 255
+    i4 = _ld(inv_p, e64 * 12 + 4, live) & 255
+    i5 = _ld(inv_p, e64 * 12 + 5, live) & 255
+    _put_word(row, row2, 32, i2 | (i3 << 8) | (i4 << 16) | (i5 << 24), live, TWO)
+    i6 = _ld(inv_p, e64 * 12 + 6, live) & 255
+    i7 = _ld(inv_p, e64 * 12 + 7, live) & 255
+    i8 = _ld(inv_p, e64 * 12 + 8, live) & 255
+    i9 = _ld(inv_p, e64 * 12 + 9, live) & 255
+    _put_word(row, row2, 33, i6 | (i7 << 8) | (i8 << 16) | (i9 << 24), live, TWO)
+    i10 = _ld(inv_p, e64 * 12 + 10, live) & 255
+    i11 = _ld(inv_p, e64 * 12 + 11, live) & 255
+    hp = _ld(health_p, e64, live) & 255
+    food = _ld(food_p, e64, live) & 255
+    _put_word(row, row2, 34, i10 | (i11 << 8) | (hp << 16) | (food << 24), live, TWO)
+    drink = _ld(drink_p, e64, live) & 255
+    energy = _ld(energy_p, e64, live) & 255
+    direction = _ld(pdir_p, e64, live) & 255
+    sleeping = _ld(sleep_p, e64, live) & 255
+    _put_word(row, row2, 35, drink | (energy << 8) | (direction << 16) | (sleeping << 24), live, TWO)
+    bits = tl.load(light_p + e64, mask=live, other=0.0).to(tl.int32, bitcast=True)
+    _put_word(row, row2, 36, bits, live, TWO)  # the light level's float32 bytes
+
+
+# -- kernels ---------------------------------------------------------------------------------------
+@triton.jit
+def _enqueue(queue_p, count_p, e, queued):
+    """Append the lanes ``queued`` to the spawn queue (one atomic per program; the order of the
+    queue does not matter: each world's spawn is its own)."""
+    v = queued.to(tl.int32)
+    start = tl.atomic_add(count_p, tl.sum(v, axis=0))
+    tl.store(queue_p + start + tl.cumsum(v, axis=0) - v, e, mask=queued)
+
+
+@triton.jit
+def _game_kernel(action_p, reward_p, term_p, queue_p, count_p,
+                 mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
+                 fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+                 plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+                 u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
+    e = tl.program_id(0) * LANES + tl.arange(0, LANES)
+    live = e < n
+    reward, terminated, _ach, queued = _rules(
+        e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
+        thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
+        cand_p, seed_p, deferred_p, DRAWS)
+    tl.store(reward_p + e, reward, mask=live)
+    tl.store(term_p + e, terminated.to(tl.int8), mask=live)
+    _enqueue(queue_p, count_p, e, queued)
+
+
+@triton.jit
+def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, len_p, partial_p, queue_p, count_p,
+                max_steps,
+                mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
+                fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+                plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+                u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
+    pid = tl.program_id(0)
+    e = pid * LANES + tl.arange(0, LANES)
+    live = e < n
+    e64 = e.to(tl.int64)
+    reward, terminated, ach, queued = _rules(
+        e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
+        thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
+        cand_p, seed_p, deferred_p, DRAWS)
+    _enqueue(queue_p, count_p, e, queued)
+    # what TensorEnv.step keeps around the rules: the time limit (only for worlds still alive),
+    # episode return and length, the sums over the episodes that end
+    elapsed = tl.load(elapsed_p + e64, mask=live, other=0) + 1
+    truncated = (elapsed >= max_steps) & _not(terminated)
+    done = (terminated | truncated) & live
+    ret = tl.load(ret_p + e64, mask=live, other=0.0) + reward
+    length = tl.load(len_p + e64, mask=live, other=0) + 1
+    d = done.to(tl.float64)
+    prow = partial_p + pid * NUM_STATS
+    tl.store(prow + 0, tl.sum(ret.to(tl.float64) * d, axis=0))
+    tl.store(prow + 1, tl.sum(length.to(tl.float64) * d, axis=0))
+    tl.store(prow + 2, tl.sum(d, axis=0))
+    for k in tl.static_range(22):
+        tl.store(prow + 3 + k, tl.sum(((ach >> k) & 1).to(tl.float64) * d, axis=0))
+    tl.store(ret_p + e64, tl.where(done, 0.0, ret), mask=live)
+    tl.store(len_p + e64, tl.where(done, 0, length), mask=live)
+    tl.store(elapsed_p + e64, tl.where(done, 0, elapsed), mask=live)
+    tl.store(reward_p + e64, reward, mask=live)
+    tl.store(term_p + e64, terminated.to(tl.int8), mask=live)
+    tl.store(trunc_p + e64, truncated.to(tl.int8), mask=live)
+    tl.store(done_p + e64, done.to(tl.int8), mask=live)
+
+
+@triton.jit
+def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, cpos, chp, cmask, spos, shp, smask,
+                  ts_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr):
+    """The spawns the step left to a scan, for the worlds it queued: from the kind whose
+    candidates failed (a scan now) on, the kinds in the reference's order."""
+    q = tl.program_id(0) * LANES + tl.arange(0, LANES)
+    count = tl.load(count_p)
+    if tl.program_id(0) * LANES < count:
+        live = q < count
+        ei = tl.load(queue_p + q, mask=live, other=0)
+        e64 = ei.to(tl.int64)
+        base = e64 * 4096
+        first = _ld(deferred_p, e64, live)
+        if DRAWS == 1:
+            seed = 0
+            u11 = tl.load(u_p + e64 * 17 + 11, mask=live, other=1.0)
+            u12 = tl.load(u_p + e64 * 17 + 12, mask=live, other=1.0)
+            u13 = tl.load(u_p + e64 * 17 + 13, mask=live, other=1.0)
+            u14 = tl.load(u_p + e64 * 17 + 14, mask=live, other=1.0)
+            u15 = tl.load(u_p + e64 * 17 + 15, mask=live, other=1.0)
+            u16 = tl.load(u_p + e64 * 17 + 16, mask=live, other=1.0)
+        else:  # the step's own variates again: same key, same counters
+            seed = tl.load(seed_p)
+            off = ei * 32
+            _x8, _x9, _x10, u11 = tl.rand4x(seed, off + 2)
+            u12, u13, u14, u15 = tl.rand4x(seed, off + 3)
+            u16, _x1, _x2, _x3 = tl.rand4x(seed, off + 4)
+        px = _ld(ppos, e64 * 2, live)
+        py = _ld(ppos, e64 * 2 + 1, live)
+        chance_zombie = tl.load(zchance_table + tl.minimum(_ld(ts_p, e64, live) - 1, max_t), mask=live, other=0.0)
+        _spawn(mp, mm, base, px, py, live & (first == 0), cpos, chp, cmask, e64, 3, COW_BLOCKS, False, COW_HEALTH,
+               u11, u14, COW_CHANCE, wdx, wdy, 340, cand_p, seed, ei, 0, DRAWS, False, True, first == 0)
+        _spawn(mp, mm, base, px, py, live & (first <= 1), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS, True, ZOMBIE_HEALTH,
+               u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, ei, 1, DRAWS, True, True, first == 1)
+        _spawn(mp, mm, base, px, py, live, spos, shp, smask, e64, 2, SKELETON_BLOCKS, True, SKELETON_HEALTH, u13, u16,
+               SKELETON_CHANCE, fdx, fdy, 184, cand_p, seed, ei, 2, DRAWS, True, True, first == 2)
+
+
+@triton.jit
+def _observe_kernel(out_p, out2_p, done_p, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, inv_p,
+                    zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, n, ONLY_DONE: tl.constexpr,
+                    TWO: tl.constexpr):
+    """The compact observation of the current state into ``out`` (and ``out2`` with ``TWO``);
+    with ``ONLY_DONE`` only for the worlds that ended this step."""
+    e = tl.program_id(0) * LANES + tl.arange(0, LANES)
+    live = e < n
+    e64 = e.to(tl.int64)
+    if ONLY_DONE:
+        live = live & (tl.load(done_p + e64, mask=live, other=0) != 0)
+    if tl.max(live.to(tl.int32), axis=0) > 0:
+        _write_compact(out_p, out2_p, e64, live, mp, e64 * 4096, ppos, pdir_p, health_p, food_p, drink_p, energy_p,
+                       sleep_p, inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, TWO)
+
+
+@triton.jit
+def _expand_kernel(code_p, out_p, tenths_p, n, ROWS: tl.constexpr):
+    """Compact observations [n, 148] uint8 -> the symbolic ones [n, 1345] float32."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = (r < n)[:, None]
+    r64 = r.to(tl.int64)[:, None]
+    j = tl.arange(0, 2048)[None, :]
+    cell = j // 21
+    ch = j % 21
+    grid = j < 1323
+    src = tl.where(grid, tl.where(ch < 17, cell, 63 + cell), tl.where(j < 1339, 126 + (j - 1323), tl.where(
+        j < 1343, 142, tl.where(j == 1344, 143, 144))))
+    byte = tl.load(code_p + r64 * COMPACT + src, mask=live & (j < 1345), other=0).to(tl.int32)
+    onehot = tl.where(ch < 17, byte == ch, ((byte >> (ch - 17)) & 1) != 0).to(tl.float32)
+    tenths = tl.load(tenths_p + byte, mask=live & (j >= 1323) & (j < 1339), other=0.0)
+    direction = ((((byte + 128) & 255) - 128 - 1) == (j - 1339)).to(tl.float32)
+    b0 = tl.load(code_p + r64 * COMPACT + 144, mask=live, other=0).to(tl.int32)
+    b1 = tl.load(code_p + r64 * COMPACT + 145, mask=live, other=0).to(tl.int32)
+    b2 = tl.load(code_p + r64 * COMPACT + 146, mask=live, other=0).to(tl.int32)
+    b3 = tl.load(code_p + r64 * COMPACT + 147, mask=live, other=0).to(tl.int32)
+    light = (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)).to(tl.float32, bitcast=True)
+    v = tl.where(grid, onehot, tl.where(j < 1339, tenths, tl.where(j < 1343, direction, tl.where(
+        j == 1343, light, byte.to(tl.float32)))))
+    tl.store(out_p + r64 * 1345 + j, v, mask=live & (j < 1345))
+
+
+# -- launchers -------------------------------------------------------------------------------------
+_BOOLS = ("mob_map", "is_sleeping", "zombies.mask", "cows.mask", "skeletons.mask", "arrows.mask",
+          "growing_plants_mask", "achievements")
+_STATE_KEYS = ("map", "mob_map", "player_position", "player_direction", "player_health", "player_food",
+               "player_drink", "player_energy", "is_sleeping", "player_recover", "player_hunger", "player_thirst",
+               "player_fatigue", "inventory", "zombies.position", "zombies.health", "zombies.mask",
+               "zombies.attack_cooldown", "cows.position", "cows.health", "cows.mask", "skeletons.position",
+               "skeletons.health", "skeletons.mask", "skeletons.attack_cooldown", "arrows.position", "arrows.mask",
+               "arrow_directions", "growing_plants_positions", "growing_plants_age", "growing_plants_mask",
+               "light_level", "achievements", "timestep")
+_SPAWN_KEYS = ("map", "mob_map", "player_position", "zombies.position", "zombies.health", "zombies.mask",
+               "cows.position", "cows.health", "cows.mask", "skeletons.position", "skeletons.health", "skeletons.mask",
+               "timestep")
+_OBS_KEYS = ("map", "player_position", "player_direction", "player_health", "player_food", "player_drink",
+             "player_energy", "is_sleeping", "inventory", "zombies.position", "zombies.mask", "cows.position",
+             "cows.mask", "skeletons.position", "skeletons.mask", "arrows.position", "arrows.mask", "light_level")
+
+
+def _args(s: dict[str, Tensor], keys: tuple[str, ...]) -> list[Tensor]:
+    """The state tensors named ``keys``, as the kernels take them (bool tensors viewed as bytes)."""
+    out = []
+    for k in keys:
+        v = s[k]
+        if not v.is_contiguous():
+            raise ValueError(f"craftax triton step: state tensor {k!r} must be contiguous")
+        out.append(v.view(torch.uint8) if k in _BOOLS else v)
+    return out
+
+
+def _grid(n: int) -> tuple[int]:
+    return (triton.cdiv(n, BLOCK),)
+
+
+def _draw_args(draws: dict[str, Tensor] | None, seed: Tensor | None, write: bool,
+               n: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor, Tensor, int]:
+    """(u, dirs, cand, seed, mode) for the kernels: mode 1 reads ``draws`` (no ``cand``: no
+    candidates, every spawn scans), 0 draws from ``seed``, 2 draws from ``seed`` and writes
+    them into ``draws``."""
+    if draws is not None and not write:
+        u, d = draws["u"].float().contiguous(), draws["dirs"].to(torch.int64).contiguous()
+        cand = draws.get("cand")
+        cand = torch.full((n, 3, 8), 2.0, device=device) if cand is None else cand.float().contiguous()
+        return u, d, cand, u, 1
+    if seed is None:
+        raise ValueError("craftax triton step: give draws or a seed")
+    if write:
+        if draws is None or "cand" not in draws:
+            raise ValueError("craftax triton step: write_draws needs draws tensors (u, dirs, cand) to write into")
+        return draws["u"], draws["dirs"], draws["cand"], seed, 2
+    return seed, seed, seed, seed, 0
+
+
+class Step:
+    """The step on the kernels for ``num_envs`` worlds, its buffers allocated once."""
+
+    def __init__(self, num_envs: int, device: torch.device) -> None:
+        self.n = num_envs
+        self.partial = torch.zeros((triton.cdiv(num_envs, BLOCK), 25), dtype=torch.float64, device=device)
+        self.done = torch.zeros(num_envs, dtype=torch.bool, device=device)
+        self.queue = torch.zeros(num_envs, dtype=torch.int32, device=device)
+        self.queued = torch.zeros(1, dtype=torch.int32, device=device)
+        """How many worlds the last step queued for the spawn kernel."""
+        self.deferred = torch.zeros(num_envs, dtype=torch.int8, device=device)
+        """The first kind each queued world left to the spawn kernel."""
+
+    def _tables(self, tables) -> list:
+        return [tables.light, tables.zombie_chance, tables.max_t, tables.window_dx, tables.window_dy, tables.far_dx,
+                tables.far_dy]
+
+    def _spawn(self, s: dict[str, Tensor], tables, u: Tensor, cand: Tensor, seed: Tensor, mode: int) -> None:
+        _spawn_kernel[_grid(self.n)](self.queue, self.queued, self.deferred, *_args(s, _SPAWN_KEYS),
+                                     tables.zombie_chance, tables.max_t, tables.window_dx, tables.window_dy,
+                                     tables.far_dx, tables.far_dy, u, cand, seed, DRAWS=mode, num_warps=8)
+
+    def game(self, s: dict[str, Tensor], action: Tensor, tables, draws: dict[str, Tensor] | None = None,
+             seed: Tensor | None = None, write_draws: bool = False) -> tuple[Tensor, Tensor]:
+        """``game.step(s, action, draws, tables)``: (reward float32 [N], terminated [N]). Variates
+        from ``draws`` (``u`` [N, 17] float32, ``dirs`` [N, 8] int64, ``cand`` [N, 3, 8] float32
+        or none), or drawn in the kernels from ``seed`` (an int64 device tensor [1]); with
+        ``write_draws`` those are written into ``draws`` (preallocated) so :func:`game.step` can
+        replay them."""
+        n = self.n
+        u, d, cand, seed_t, mode = _draw_args(draws, seed, write_draws, n, action.device)
+        reward = torch.empty(n, dtype=torch.float32, device=action.device)
+        term = torch.empty(n, dtype=torch.int8, device=action.device)
+        self.queued.zero_()
+        _game_kernel[_grid(n)](action, reward, term, self.queue, self.queued, *_args(s, _STATE_KEYS),
+                               *self._tables(tables), u, d, cand, seed_t, self.deferred, n, DRAWS=mode, num_warps=4)
+        self._spawn(s, tables, u, cand, seed_t, mode)
+        return reward, term.bool()
+
+    def env(self, s: dict[str, Tensor], action: Tensor, tables, seed: Tensor, reward: Tensor, terminated: Tensor,
+            truncated: Tensor, elapsed: Tensor, episode_return: Tensor, episode_length: Tensor, final: Tensor,
+            obs: Tensor, max_steps: int, draws: dict[str, Tensor] | None = None) -> Tensor:
+        """The rules, the time limit (``truncated`` only where not ``terminated``), the episode
+        bookkeeping (in place; ``self.done`` set) and the compact observation of the state
+        reached (into ``final`` and ``obs``, [N, 148] uint8); returns the per-program sums
+        [P, 25] over the episodes that ended (return, length, count, the 22 achievements). The
+        caller resets the worlds that ended, then calls :meth:`observe_reset`."""
+        n = self.n
+        u, d, cand, seed_t, mode = _draw_args(draws, seed, False, n, action.device)
+        self.queued.zero_()
+        _env_kernel[_grid(n)](action, reward, terminated.view(torch.int8), truncated.view(torch.int8),
+                              self.done.view(torch.int8), elapsed, episode_return, episode_length, self.partial,
+                              self.queue, self.queued, max_steps, *_args(s, _STATE_KEYS), *self._tables(tables), u, d,
+                              cand, seed_t, self.deferred, n, DRAWS=mode, num_warps=4)
+        self._spawn(s, tables, u, cand, seed_t, mode)
+        _observe_kernel[_grid(n)](final.view(torch.int32), obs.view(torch.int32), self.done.view(torch.int8),
+                                  *_args(s, _OBS_KEYS), n, ONLY_DONE=False, TWO=True, num_warps=4)
+        return self.partial
+
+    def observe_reset(self, s: dict[str, Tensor], obs: Tensor) -> None:
+        """The compact observation of the worlds that ended (and were reset) into ``obs``."""
+        w = obs.view(torch.int32)
+        _observe_kernel[_grid(self.n)](w, w, self.done.view(torch.int8), *_args(s, _OBS_KEYS), self.n, ONLY_DONE=True,
+                                       TWO=False, num_warps=4)
+
+
+def observe(s: dict[str, Tensor], out: Tensor) -> None:
+    """The compact observation of every world into ``out`` [N, 148] uint8."""
+    n = out.shape[0]
+    w = out.view(torch.int32)
+    _observe_kernel[_grid(n)](w, w, w, *_args(s, _OBS_KEYS), n, ONLY_DONE=False, TWO=False, num_warps=4)
+
+
+def expand(code: Tensor, out: Tensor, tenths: Tensor) -> None:
+    """``render.expand`` as one kernel: ``code`` [n, 148] uint8 -> ``out`` [n, 1345] float32
+    (``tenths``: ``render._tenths_table``)."""
+    n = code.shape[0]
+    rows = 4
+    _expand_kernel[(triton.cdiv(n, rows),)](code, out, tenths, n, ROWS=rows, num_warps=8)

@@ -1,0 +1,360 @@
+"""Craftax-Classic's world generation as one Triton kernel: fresh worlds written straight into
+rows of the env's reset pool (one launch per refill, instead of the dozens of torch kernels of
+:func:`noeira.envs.craftax.worldgen.generate` and a copy per state tensor).
+
+:mod:`.worldgen` (torch) is the reference: fed the same draws, :func:`generate_into` writes the
+worlds :func:`worldgen.world_from_draws` makes (the float math in its order of operations,
+float32, no fused multiply-adds, IEEE division; ``tl.cos``/``tl.sin`` are libdevice's, what
+torch's CUDA ``cos``/``sin`` call), every other state field as ``world_from_draws`` sets it.
+
+One program per world, in four stages:
+
+1. the gradients: the 636 angles of the four noise fields (water 5x5, mountain 5x5, path
+   9x33, tree 17x17 gradient points) from the draws or from Philox, their cosines and sines
+   written to a scratch row of the call (``[k, 1280]`` float32), then a barrier;
+2. each noise field's minimum and maximum over the world, ``ROWS`` map rows at a time (a
+   ``[ROWS, 64]`` tile; a cell's noise gathers its four corner gradients from the scratch row);
+3. the noise again, normalised to [0, 1], and the reference's thresholds: the blocks, written
+   to the map row (the transposed path noise is the path noise at the swapped cell), counting
+   the stone cells; then a barrier;
+4. the extra diamond on the ``pick``-th stone cell, row-major (the map row read back: a
+   row-wise cumsum plus the rows' prefix counts), and the other fields' constants.
+
+The noise is computed twice (stages 2 and 3) so that a program holds ``ROWS`` rows at a time,
+not the world: 128 registers a thread at 16 rows and 8 warps, no spills (``cuobjdump
+--dump-resource-usage`` of the sm_90 build), two programs an SM.
+
+Random variates in the kernel's own mode: Philox (``tl.rand``/``tl.rand4x``) keyed by a device
+seed (the caller advances it per call; XORed with a constant first, so the same seed tensor as
+:mod:`.triton_step`'s draws another stream), world ``i`` of the call on counters
+``i * 8192 + c``: ``c`` = the cell (four uniforms: coal, iron, diamond, tree), ``4096 + j`` the
+``j``-th gradient angle, ``4732`` the pick. Uniform in [0, 1) as :func:`worldgen.sample_world_draws`'
+are (Philox's float conversion can round its very largest integers up to 1.0, a chance of about
+2^-25 a variate, which changes no block).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from noeira.envs.craftax import constants as C
+from noeira.envs.craftax.state import STATE_FIELDS
+from noeira.envs.craftax.triton_step import _const
+
+__all__ = ["generate_into"]
+
+
+def _f32(x: float) -> float:
+    return float(torch.tensor(x, dtype=torch.float32))
+
+
+NUM_WARPS = 8
+"""Warps per program."""
+ROWS = 16
+"""Map rows a program computes at once (a [16, 64] tile: 4 cells a thread)."""
+MAXNREG = 128
+"""Registers per thread at 16 rows: two programs an SM (ptxas would take ~180 to hoist more of
+the gradient gathers; at 128 it still spills nothing; 32 and 64 rows would spill, so they run
+without the cap)."""
+
+# -- constants inside the kernel -------------------------------------------------------------------
+GRASS = _const(C.GRASS)
+WATER = _const(C.WATER)
+STONE = _const(C.STONE)
+TREE = _const(C.TREE)
+PATH = _const(C.PATH)
+COAL = _const(C.COAL)
+IRON = _const(C.IRON)
+DIAMOND = _const(C.DIAMOND)
+SAND = _const(C.SAND)
+LAVA = _const(C.LAVA)
+UP = _const(C.UP)
+COW_HEALTH = _const(C.COW_HEALTH)
+SPAWN = _const(C.MAP_SIZE // 2)
+TWO_PI = _const(_f32(2 * math.pi))
+SQRT2 = _const(_f32(math.sqrt(2)))
+F_FIFTH = _const(_f32(0.2))  # XLA's (and worldgen's) distance / 5 as a multiplication by 0.2f
+F_005 = _const(_f32(0.05))
+F_04 = _const(_f32(0.4))
+F_05 = _const(_f32(0.5))
+F_06 = _const(_f32(0.6))
+F_07 = _const(_f32(0.7))
+F_075 = _const(_f32(0.75))
+F_08 = _const(_f32(0.8))
+F_085 = _const(_f32(0.85))
+P_COAL = _const(_f32(0.04))
+P_IRON = _const(_f32(0.03))
+P_DIAMOND = _const(_f32(0.005))
+# the gradient angles of the four fields, one row per world: offsets into it
+OFF_WATER = _const(0)  # 5 x 5
+OFF_MOUNTAIN = _const(25)  # 5 x 5
+OFF_PATH = _const(50)  # 9 x 33
+OFF_TREE = _const(347)  # 17 x 17
+NUM_ANGLES = _const(636)
+SCRATCH = 1280
+"""Floats per world in the scratch row: cosines at [0, 636), sines at [640, 1276)."""
+SINES = _const(640)
+WORLD_COUNTERS = _const(8192)  # Philox counters per world: 4096 cells, 636 angles, the pick
+PICK_COUNTER = _const(4096 + 636)
+SALT = _const(0x2545F4914F6CDD1D)  # mixed into the key
+
+_KEYS = ("map", "mob_map", "player_position", "player_direction", "player_health", "player_food", "player_drink",
+         "player_energy", "is_sleeping", "player_recover", "player_hunger", "player_thirst", "player_fatigue",
+         "inventory", "zombies.position", "zombies.health", "zombies.mask", "zombies.attack_cooldown",
+         "cows.position", "cows.health", "cows.mask", "cows.attack_cooldown", "skeletons.position",
+         "skeletons.health", "skeletons.mask", "skeletons.attack_cooldown", "arrows.position", "arrows.health",
+         "arrows.mask", "arrows.attack_cooldown", "arrow_directions", "growing_plants_positions",
+         "growing_plants_age", "growing_plants_mask", "light_level", "achievements", "timestep")
+"""The state tensors in the kernel's argument order (every key of STATE_FIELDS)."""
+_NUMEL = {"map": 4096, "mob_map": 4096, "player_position": 2, "inventory": 12, "zombies.position": 6,
+          "zombies.health": 3, "zombies.mask": 3, "zombies.attack_cooldown": 3, "cows.position": 6, "cows.health": 3,
+          "cows.mask": 3, "cows.attack_cooldown": 3, "skeletons.position": 4, "skeletons.health": 2,
+          "skeletons.mask": 2, "skeletons.attack_cooldown": 2, "arrows.position": 6, "arrows.health": 3,
+          "arrows.mask": 3, "arrows.attack_cooldown": 3, "arrow_directions": 6, "growing_plants_positions": 20,
+          "growing_plants_age": 10, "growing_plants_mask": 10, "achievements": 22}
+"""Elements per world of each state tensor as the kernel writes them (1 where not listed)."""
+if set(_KEYS) != set(STATE_FIELDS) or any(
+        math.prod(shape) != _NUMEL.get(k, 1) for k, (shape, _dt) in STATE_FIELDS.items()):
+    raise ImportError("craftax triton worldgen: the kernel's state layout is not state.STATE_FIELDS'")
+_DRAW_KEYS = ("angles_water", "angles_mountain", "angles_path", "angles_tree", "u_coal", "u_iron", "u_diamond",
+              "u_tree", "u_pick")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+@triton.jit
+def _interpolant(t):
+    return t * t * t * (t * (t * 6.0 - 15.0) + 10.0)
+
+
+@triton.jit
+def _perlin(sc, x, y, R0: tl.constexpr, R1: tl.constexpr, OFF: tl.constexpr):
+    """``worldgen.perlin``'s noise before the normalisation at the cells (``x`` row, ``y`` column,
+    broadcasting to [64, 64]), the gradients' cosines and sines gathered from the scratch row
+    ``sc`` (the field's R0+1 x R1+1 points at ``OFF``)."""
+    D0: tl.constexpr = 64 // R0
+    D1: tl.constexpr = 64 // R1
+    gx = (x % D0).to(tl.float32) * (R0 / 64)  # exact: the reference's remainder(i * (r / 64), 1)
+    gy = (y % D1).to(tl.float32) * (R1 / 64)
+    c00 = (x // D0) * (R1 + 1) + (y // D1) + OFF  # the gradient point at the cell's low corner
+    c10 = c00 + (R1 + 1)
+    c01 = c00 + 1
+    c11 = c10 + 1
+    n00 = gx * tl.load(sc + c00) + gy * tl.load(sc + SINES + c00)
+    n10 = (gx - 1.0) * tl.load(sc + c10) + gy * tl.load(sc + SINES + c10)
+    n01 = gx * tl.load(sc + c01) + (gy - 1.0) * tl.load(sc + SINES + c01)
+    n11 = (gx - 1.0) * tl.load(sc + c11) + (gy - 1.0) * tl.load(sc + SINES + c11)
+    tx = _interpolant(gx)
+    ty = _interpolant(gy)
+    n0 = n00 * (1.0 - tx) + tx * n10
+    n1 = n01 * (1.0 - tx) + tx * n11
+    return SQRT2 * ((1.0 - ty) * n0 + ty * n1)
+
+
+@triton.jit
+def _range(noise, lo, hi):
+    """The running minimum and maximum with a block of ``noise``."""
+    return (tl.minimum(lo, tl.min(tl.min(noise, axis=1), axis=0)),
+            tl.maximum(hi, tl.max(tl.max(noise, axis=1), axis=0)))
+
+
+@triton.jit
+def _norm(noise, lo, hi):
+    """(noise - min) / (max - min), IEEE-rounded as torch divides."""
+    return tl.math.div_rn(noise - lo, tl.zeros_like(noise) + (hi - lo))
+
+
+@triton.jit
+def _fill(p, row, N: tl.constexpr, P: tl.constexpr, value):
+    """``p[row, :N] = value`` (``P``: N rounded up to a power of two)."""
+    j = tl.arange(0, P)
+    v = tl.zeros([P], dtype=tl.float32) + value
+    tl.store(p + row * N + j, v.to(p.dtype.element_ty), mask=j < N)
+
+
+# -- the kernel ------------------------------------------------------------------------------------
+@triton.jit
+def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_tree, u_coal_p, u_iron_p,
+                     u_diamond_p, u_tree_p, u_pick_p, light0,
+                     mp, mm, ppos, pdir, health, food, drink, energy, sleeping, recover, hunger, thirst, fatigue,
+                     inv, zpos, zhp, zmask, zcd, cpos, chp, cmask, ccd, spos, shp, smask, scd, apos, ahp, amask,
+                     acd, adir, plpos, plage, plmask, light, ach, ts, DRAWS: tl.constexpr, ROWS: tl.constexpr):
+    w = tl.program_id(0).to(tl.int64)  # the world of the call
+    row = tl.load(rows_p + w)  # its pool row
+    sc = scratch_p + w * 1280
+    # -- the state besides the map, as world_from_draws leaves it
+    _fill(ppos, row, 2, 2, SPAWN)
+    _fill(pdir, row, 1, 1, UP)
+    _fill(health, row, 1, 1, 9)
+    _fill(food, row, 1, 1, 9)
+    _fill(drink, row, 1, 1, 9)
+    _fill(energy, row, 1, 1, 9)
+    _fill(sleeping, row, 1, 1, 0)
+    _fill(recover, row, 1, 1, 0)
+    _fill(hunger, row, 1, 1, 0)
+    _fill(thirst, row, 1, 1, 0)
+    _fill(fatigue, row, 1, 1, 0)
+    _fill(inv, row, 12, 16, 0)
+    _fill(zpos, row, 6, 8, 0)
+    _fill(zhp, row, 3, 4, 1)
+    _fill(zmask, row, 3, 4, 0)
+    _fill(zcd, row, 3, 4, 0)
+    _fill(cpos, row, 6, 8, 0)
+    _fill(chp, row, 3, 4, COW_HEALTH)
+    _fill(cmask, row, 3, 4, 0)
+    _fill(ccd, row, 3, 4, 0)
+    _fill(spos, row, 4, 4, 0)
+    _fill(shp, row, 2, 2, 0)
+    _fill(smask, row, 2, 2, 0)
+    _fill(scd, row, 2, 2, 0)
+    _fill(apos, row, 6, 8, 0)
+    _fill(ahp, row, 3, 4, 0)
+    _fill(amask, row, 3, 4, 0)
+    _fill(acd, row, 3, 4, 0)
+    _fill(adir, row, 6, 8, 1)
+    _fill(plpos, row, 20, 32, 0)
+    _fill(plage, row, 10, 16, 0)
+    _fill(plmask, row, 10, 16, 0)
+    _fill(light, row, 1, 1, light0)
+    _fill(ach, row, 22, 32, 0)
+    _fill(ts, row, 1, 1, 0)
+
+    if DRAWS == 0:
+        seed = tl.load(seed_p) ^ SALT  # not the step kernel's stream when both take the env's key
+        counter = w * WORLD_COUNTERS
+
+    # -- stage 1: the gradients' cosines and sines
+    j = tl.arange(0, 1024)
+    if DRAWS == 1:
+        m = j < OFF_MOUNTAIN
+        angle = tl.load(a_water + w * 25 + j, mask=m, other=0.0)
+        m = (j >= OFF_MOUNTAIN) & (j < OFF_PATH)
+        angle = tl.where(m, tl.load(a_mountain + w * 25 + (j - OFF_MOUNTAIN), mask=m, other=0.0), angle)
+        m = (j >= OFF_PATH) & (j < OFF_TREE)
+        angle = tl.where(m, tl.load(a_path + w * 297 + (j - OFF_PATH), mask=m, other=0.0), angle)
+        m = (j >= OFF_TREE) & (j < NUM_ANGLES)
+        angle = tl.where(m, tl.load(a_tree + w * 289 + (j - OFF_TREE), mask=m, other=0.0), angle)
+        u_pick = tl.load(u_pick_p + w)
+    else:
+        angle = tl.rand(seed, counter + 4096 + j)
+        u_pick = tl.sum(tl.where(j == PICK_COUNTER - 4096, angle, 0.0), axis=0)
+    theta = angle * TWO_PI
+    live = j < NUM_ANGLES
+    tl.store(sc + j, tl.cos(theta), mask=live)
+    tl.store(sc + SINES + j, tl.sin(theta), mask=live)
+    tl.debug_barrier()  # the scratch row, written by all the program's threads, read by all of them
+
+    # -- stage 2: each noise field's range over the world (path's transpose has path's)
+    y = tl.arange(0, 64)[None, :]
+    lo_water = 1.0e30
+    hi_water = -1.0e30
+    lo_mountain = 1.0e30
+    hi_mountain = -1.0e30
+    lo_path = 1.0e30
+    hi_path = -1.0e30
+    lo_tree = 1.0e30
+    hi_tree = -1.0e30
+    for r0 in tl.range(0, 64, ROWS, loop_unroll_factor=1):
+        x = r0 + tl.arange(0, ROWS)[:, None]
+        lo_water, hi_water = _range(_perlin(sc, x, y, 4, 4, OFF_WATER), lo_water, hi_water)
+        lo_mountain, hi_mountain = _range(_perlin(sc, x, y, 4, 4, OFF_MOUNTAIN), lo_mountain, hi_mountain)
+        lo_path, hi_path = _range(_perlin(sc, x, y, 8, 32, OFF_PATH), lo_path, hi_path)
+        lo_tree, hi_tree = _range(_perlin(sc, x, y, 16, 16, OFF_TREE), lo_tree, hi_tree)
+
+    # -- stage 3: the blocks, ROWS map rows at a time (the noise again, normalised)
+    count = tl.zeros([], dtype=tl.int32)  # stone cells
+    for r0 in tl.range(0, 64, ROWS, loop_unroll_factor=1):
+        x = r0 + tl.arange(0, ROWS)[:, None]
+        cell = x * 64 + y
+        dist = tl.abs(x - SPAWN) + tl.abs(y - SPAWN)
+        near = tl.minimum(tl.maximum(dist.to(tl.float32) * F_FIFTH, 0.0), 1.0)
+        # the path noise and its transpose (the noise at the swapped cell) matter only above 0.8
+        carved = _norm(_perlin(sc, x, y, 8, 32, OFF_PATH), lo_path, hi_path) > F_08
+        carved = carved | (_norm(_perlin(sc, y, x, 8, 32, OFF_PATH), lo_path, hi_path) > F_08)
+        water = _norm(_perlin(sc, x, y, 4, 4, OFF_WATER), lo_water, hi_water) + near - 1.0
+        block = tl.where(water > F_07, WATER, GRASS)
+        block = tl.where((water < F_075) & (water > F_06) & (block != WATER), SAND, block)
+        mountain = _norm(_perlin(sc, x, y, 4, 4, OFF_MOUNTAIN), lo_mountain, hi_mountain) + F_005 + near - 1.0
+        high = mountain > F_07
+        block = tl.where(high, STONE, block)
+        block = tl.where(high & carved, PATH, block)  # the reference's two paths, one after the other
+        block = tl.where((mountain > F_085) & (water > F_04), PATH, block)  # caves
+        if DRAWS == 1:
+            u_coal = tl.load(u_coal_p + w * 4096 + cell)
+            u_iron = tl.load(u_iron_p + w * 4096 + cell)
+            u_diamond = tl.load(u_diamond_p + w * 4096 + cell)
+            u_tree = tl.load(u_tree_p + w * 4096 + cell)
+        else:
+            u_coal, u_iron, u_diamond, u_tree = tl.rand4x(seed, counter + cell)
+        block = tl.where((block == STONE) & (u_coal < P_COAL), COAL, block)
+        block = tl.where((block == STONE) & (u_iron < P_IRON), IRON, block)
+        block = tl.where((mountain > F_08) & (u_diamond < P_DIAMOND) & (block == STONE), DIAMOND, block)
+        tree_noise = _norm(_perlin(sc, x, y, 16, 16, OFF_TREE), lo_tree, hi_tree)
+        # the reference's ((tree_noise > 0.5) * u_tree > 0.8): 0 or u_tree against 0.8
+        block = tl.where((tree_noise > F_05) & (u_tree > F_08) & (block == GRASS), TREE, block)
+        block = tl.where((mountain > F_085) & (tree_noise > F_07), LAVA, block)
+        block = tl.where((x == SPAWN) & (y == SPAWN), GRASS, block)
+        count += tl.sum(tl.sum((block == STONE).to(tl.int32), axis=1), axis=0)
+        tl.store(mp + row * 4096 + cell, block.to(tl.uint8))
+        tl.store(mm + row * 4096 + cell, tl.zeros([ROWS, 64], dtype=tl.uint8))
+    tl.debug_barrier()  # the map row, written by all the program's threads, read by all of them
+
+    # -- stage 4: one more diamond on the pick-th stone cell, row-major (none without stone)
+    pick = tl.minimum((u_pick * count.to(tl.float32)).to(tl.int32), tl.maximum(count - 1, 0))
+    seen = tl.zeros([], dtype=tl.int32)  # stone cells in the rows before
+    for r0 in tl.range(0, 64, ROWS, loop_unroll_factor=1):
+        x = r0 + tl.arange(0, ROWS)[:, None]
+        cell = x * 64 + y
+        stone = (tl.load(mp + row * 4096 + cell) == STONE).to(tl.int32)
+        per_row = tl.sum(stone, axis=1)
+        before = tl.cumsum(per_row, axis=0) - per_row + seen
+        rank = tl.cumsum(stone, axis=1) + before[:, None]  # stone cells up to and including this one
+        tl.store(mp + row * 4096 + cell, tl.zeros([ROWS, 64], dtype=tl.uint8) + DIAMOND,
+                 mask=(stone != 0) & (rank == pick + 1))
+        seen += tl.sum(per_row, axis=0)
+
+
+# -- launcher --------------------------------------------------------------------------------------
+def generate_into(states: dict[str, Tensor], rows: Tensor, light0: float, draws: dict[str, Tensor] | None = None,
+                  seed: Tensor | None = None, *, chunk_rows: int | None = None) -> None:
+    """Write ``k = rows.numel()`` fresh worlds into ``states[key][rows[i]]`` for every key of
+    ``STATE_FIELDS`` (``states``: [P, ...] contiguous tensors, e.g. a ``StatePool``'s; ``rows``:
+    distinct pool indices, an int64 device tensor), with ``light_level = light0``. Variates from
+    ``draws`` (what :func:`worldgen.sample_world_draws` returns for ``k`` worlds, on the device),
+    else from the kernel's Philox stream keyed by ``seed`` (an int64 device tensor [1], read in the
+    kernel; advance it between calls). One launch, no host sync: recordable in a CUDA graph.
+    ``chunk_rows``: map rows per pass (16, 32 or 64; default :data:`ROWS`, 64 under the
+    interpreter, where fewer, larger tensor ops are faster)."""
+    k = rows.numel()
+    if k == 0:
+        return
+    chunk = chunk_rows or (64 if os.environ.get("TRITON_INTERPRET", "") == "1" else ROWS)
+    if chunk not in (16, 32, 64):
+        raise ValueError(f"craftax triton worldgen: chunk_rows must be 16, 32 or 64, got {chunk}")
+    args = []
+    for key in _KEYS:
+        v = states[key]
+        if not v.is_contiguous() or v.dtype != STATE_FIELDS[key][1]:
+            raise ValueError(f"craftax triton worldgen: state tensor {key!r} must be contiguous "
+                             f"{STATE_FIELDS[key][1]} (got {v.dtype})")
+        args.append(v.view(torch.uint8) if v.dtype == torch.bool else v)
+    rows = rows.reshape(-1).to(torch.int64)
+    scratch = torch.empty((k, SCRATCH), dtype=torch.float32, device=rows.device)
+    if draws is not None:
+        d = [draws[key].to(torch.float32).contiguous() for key in _DRAW_KEYS]
+        if any(v.shape[0] != k for v in d):
+            raise ValueError(f"craftax triton worldgen: draws for {k} worlds needed, got "
+                             f"{ {key: tuple(v.shape) for key, v in zip(_DRAW_KEYS, d, strict=True)} }")
+        seed_t, mode = d[-1], 1
+    elif seed is not None:
+        d, seed_t, mode = [scratch] * len(_DRAW_KEYS), seed, 0
+    else:
+        raise ValueError("craftax triton worldgen: give draws or a seed")
+    cap = {"maxnreg": MAXNREG} if chunk == 16 else {}
+    _worldgen_kernel[(k,)](rows, seed_t, scratch, *d, float(light0), *args, DRAWS=mode, ROWS=chunk, num_warps=NUM_WARPS,
+                           enable_fp_fusion=False, **cap)

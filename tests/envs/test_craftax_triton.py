@@ -1,0 +1,254 @@
+"""Craftax-Classic's fused Triton step (``noeira.envs.craftax.triton_step``) against the torch
+step (``noeira.envs.craftax.game``, itself checked against the JAX reference in
+test_craftax.py): fed the same variates, the kernels give the same next state, reward,
+termination, episode bookkeeping and observations, bit for bit.
+
+On a CPU the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, which conftest.py
+sets before Triton is imported; slow, so the CPU cases are small); on CUDA they are compiled, and the
+cuda cases also record the step in a CUDA graph and check the kernel's own random stream
+statistically.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="the fused Craftax step needs Triton (pip install triton)")
+
+from noeira.core import make_env  # noqa: E402
+from noeira.envs.craftax import game, render  # noqa: E402
+from noeira.envs.craftax import triton_step as ts  # noqa: E402
+from noeira.envs.craftax.constants import ACHIEVEMENTS  # noqa: E402
+from noeira.envs.craftax.state import EXPORT_FIELDS, export_state  # noqa: E402
+
+DATA = Path(__file__).with_name("data") / "craftax_ref.npz"
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(scope="module")
+def ref() -> dict[str, np.ndarray]:
+    with np.load(DATA) as f:
+        return dict(f)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if name == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the kernels run on a CPU only in Triton's interpreter (this process compiles them for CUDA)")
+    return torch.device(name)
+
+
+def _env(n: int, device: torch.device, **kw: object):
+    return make_env("craftax-classic", num_envs=n, backend=device.type, **{"seed": 0, **kw})
+
+
+def _differ(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, list[int]]:
+    out = {}
+    for k, w in b.items():
+        g = a[k].to(w.dtype).cpu()
+        bad = (g != w.cpu()).reshape(g.shape[0], -1).any(1)
+        if bad.any():
+            out[k] = bad.nonzero().squeeze(1)[:5].tolist()
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernel_replays_the_reference_steps(ref: dict[str, np.ndarray], device: str) -> None:
+    """Every action from the prepared states and the short random trajectories of the JAX
+    reference, with its recorded draws: the kernels' next state, reward and done are the
+    reference's (so the torch step's), leaf for leaf."""
+    dev = _device(device)
+    before = {k: torch.as_tensor(ref[f"step_before.{k}"], device=dev) for k in EXPORT_FIELDS}
+    want = {k: torch.as_tensor(ref[f"step_after.{k}"]) for k in EXPORT_FIELDS}
+    n = before["map"].shape[0]
+    env = _env(n, dev, kernel="torch")
+    env.set_state(before)
+    draws = {"u": torch.as_tensor(ref["step_u"], device=dev), "dirs": torch.as_tensor(ref["step_dirs"], device=dev)}
+    reward, terminated = ts.Step(n, dev).game(env.s, torch.as_tensor(ref["step_action"], device=dev), env.tables,
+                                              draws=draws)
+    got = export_state(env.s)
+    assert not _differ(got, want), f"state leaves differ (key: rows): {_differ(got, want)}"
+    assert torch.equal(reward.cpu().view(torch.int32), torch.as_tensor(ref["step_reward"]).view(torch.int32))
+    assert torch.equal(terminated.cpu() | (got["timestep"].cpu() >= 10000), torch.as_tensor(ref["step_done"]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_own_variates_replay_in_torch(device: str) -> None:
+    """The kernels' own Philox variates, written out, drive the torch step to the same state;
+    they are uniform in [0, 1) and 0..7 as game.sample_draws' are, and the key decides them."""
+    dev = _device(device)
+    n = 64 if dev.type == "cpu" else 4096
+    a, b = _env(n, dev, kernel="torch", seed=3), _env(n, dev, kernel="torch", seed=3)
+    k = ts.Step(n, dev)
+    seed = torch.tensor([1234], dtype=torch.int64, device=dev)
+    g = torch.Generator(device=dev).manual_seed(0)
+    us = []
+    for _ in range(2 if dev.type == "cpu" else 20):
+        action = torch.randint(0, 17, (n,), generator=g, device=dev)
+        draws = {"u": torch.zeros(n, 17, device=dev), "dirs": torch.zeros(n, 8, dtype=torch.int64, device=dev),
+                 "cand": torch.zeros(n, 3, game.SPAWN_TRIES, device=dev)}
+        rk, tk = k.game(b.s, action, b.tables, draws=draws, seed=seed, write_draws=True)
+        rt, tt = game.step(a.s, action, draws, a.tables)
+        assert torch.equal(rk, rt) and torch.equal(tk, tt)
+        assert not _differ(export_state(b.s), export_state(a.s))
+        us.append(draws["u"].clone())
+        seed += 1
+    u = torch.cat(us).cpu()
+    assert (u >= 0).all() and (u < 1).all() and abs(u.mean().item() - 0.5) < 0.02
+    assert set(draws["dirs"].unique().tolist()) == set(range(8))
+    assert not torch.equal(us[0], us[1]), "a new key draws new variates"
+
+
+def _aligned(n: int, dev: torch.device, obs: str):
+    """A torch-step env and a kernel env in the same state, pools and generator included; some
+    worlds about to die and some at the time limit."""
+    a, b = _env(n, dev, kernel="torch", obs=obs, seed=3), _env(n, dev, kernel="triton", obs=obs, seed=3)
+    st = a.get_state()
+    st["player_health"][:8] = 1
+    st["player_food"][:8] = 0
+    st["player_drink"][:8] = 0
+    st["player_recover"][:8] = -14.0
+    st["timestep"][8:12] = 9996
+    a.set_state(st)
+    b.set_state(st)
+    for key in a.pool.states:
+        b.pool.states[key].copy_(a.pool.states[key])
+    b.pool.cursor.copy_(a.pool.cursor)
+    b.pool.refill_cursor.copy_(a.pool.refill_cursor)
+    b.pool.generate_into = None  # refills from the torch generator, as `a`'s (the Triton one is tested on its own)
+    b.generator.set_state(a.generator.get_state())
+    return a, b
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_env_step_on_the_kernels_equals_the_torch_env(device: str) -> None:
+    """The env's whole step on the kernels (rules, time limit, episode sums, resets from the
+    pool, observation and final observation) equals TensorEnv's on the torch step, given the
+    same variates, in both observation layouts."""
+    dev = _device(device)
+    cpu = dev.type == "cpu"
+    n, steps = (64, 6) if cpu else (2048, 40)
+    for obs in ("compact",) if cpu else ("compact", "symbolic"):
+        a, b = _aligned(n, dev, obs)
+        g = torch.Generator(device=dev).manual_seed(0)
+        queued = 0
+        for i in range(steps):
+            action = torch.randint(0, 17, (n,), generator=g, device=dev)
+            draws = game.sample_draws(n, g, dev)
+            with mock.patch.object(game, "sample_draws", lambda *args, draws=draws, **kw: draws):
+                ra = a.step(action)
+            rb = b._kernel_step(action, draws)
+            queued += int(b._triton.queued)
+            for field in ("obs", "final_obs", "reward", "terminated", "truncated"):
+                x, y = getattr(ra, field), getattr(rb, field)
+                assert torch.equal(x, y), f"{obs}, step {i}: {field} differs"
+            assert not _differ(b.get_state(), a.get_state()), f"{obs}, step {i}"
+            for name in ("elapsed", "episode_return", "episode_length"):
+                assert torch.equal(getattr(a, name), getattr(b, name)), f"{obs}, step {i}: {name}"
+        sa, sb = a.pop_episode_stats(), b.pop_episode_stats()
+        assert sa["count"].item() >= 12 and all(torch.equal(sa[k], sb[k]) for k in sa), (sa, sb)
+        assert queued > 0, "no spawn left to the scan: the spawn kernel went untested"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_observation_kernels(ref: dict[str, np.ndarray], device: str) -> None:
+    """On the reference's observation states: the compact observation kernel writes what
+    render.compact does, and the expansion kernel gives the reference's 1,345 floats."""
+    dev = _device(device)
+    state = {k: torch.as_tensor(ref[f"obs_state.{k}"], device=dev) for k in EXPORT_FIELDS}
+    n = state["map"].shape[0]
+    env = _env(n, dev, kernel="torch", obs="compact")
+    env.set_state(state)
+    code = torch.zeros(n, render.COMPACT_SIZE, dtype=torch.uint8, device=dev)
+    ts.observe(env.s, code)
+    assert torch.equal(code, env.obs)
+    floats = torch.zeros(n, 1345, device=dev)
+    ts.expand(code, floats, render._tenths_table(dev))
+    assert torch.equal(floats.cpu().view(torch.int32), torch.as_tensor(ref["obs_obs"]).view(torch.int32))
+
+
+def test_kernel_choice_errors() -> None:
+    from noeira.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="env.kernel: must be"):
+        _env(2, torch.device("cpu"), kernel="cuda")
+    with pytest.raises(ConfigError, match="env.obs: must be"):
+        _env(2, torch.device("cpu"), obs="pixels")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        with pytest.raises(ConfigError, match="TRITON_INTERPRET=1"):
+            _env(2, torch.device("cpu"), kernel="triton")
+    assert _env(2, torch.device("cpu")).kernel == "torch"  # auto on a CPU
+
+
+@pytest.mark.cuda
+def test_kernel_env_is_deterministic_records_and_matches_the_reference_statistics(ref: dict[str, np.ndarray]) -> None:
+    """On CUDA: the kernel env is the default; a seed fixes its trajectory; its step makes no host
+    sync and replays from a CUDA graph as it runs eagerly; random-policy episodes (length,
+    return, achievement rates) agree with the JAX reference's within confidence bounds."""
+    dev = _device("cuda")
+    n = 256
+    a, b = _env(n, dev, seed=5), _env(n, dev, seed=5)
+    assert a.kernel == "triton"
+    g = torch.Generator(device=dev).manual_seed(6)
+    actions = [torch.randint(0, 17, (n,), generator=g, device=dev) for _ in range(700)]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for act in actions[:3]:
+            ra, rb = a.step(act), b.step(act)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(ra.obs, rb.obs) and not _differ(a.get_state(), b.get_state())
+    # record one step of `a` and replay it against `b` stepping eagerly
+    action = torch.zeros(n, dtype=torch.long, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        a.step(action)
+        b.step(action)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(a.generator)
+    with torch.cuda.graph(graph):
+        a.step(action)  # recorded, not run: a and b are still in the same state
+    for act in actions[3:23]:
+        action.copy_(act)
+        graph.replay()
+        rb = b.step(act)
+        assert torch.equal(a._result.obs, rb.obs) and torch.equal(a._result.reward, rb.reward)
+    assert not _differ(a.get_state(), b.get_state())
+    # statistics of random-policy episodes
+    env = _env(n, dev, seed=7)
+    env.pop_episode_stats()
+    for act in actions:
+        env.step(act)
+    stats = {k: v.item() for k, v in env.pop_episode_stats().items()}
+    count = stats["count"]
+    assert count > 300
+    ref_len = ref["roll_length"].astype(np.float64)
+    mean_len = stats["length_sum"] / count
+    assert abs(mean_len - ref_len.mean()) < 4.5 * ref_len.std() / math.sqrt(count) + 0.02 * ref_len.mean()
+    ref_ret = ref["roll_return"].astype(np.float64)
+    mean_ret = stats["return_sum"] / count
+    assert abs(mean_ret - ref_ret.mean()) < 4.5 * math.sqrt(ref_ret.var() / len(ref_ret) + ref_ret.var() / count)
+    ref_rate = ref["roll_achievements"].mean(0)
+    for i, name in enumerate(ACHIEVEMENTS):
+        p, q = stats[f"achievement_{name}_sum"] / count, ref_rate[i]
+        se = math.sqrt(q * (1 - q) / len(ref["roll_achievements"]) + p * (1 - p) / count) + 1e-3
+        assert abs(p - q) < 4.5 * se + 0.01, f"{name}: ours {p:.3f}, reference {q:.3f}"
