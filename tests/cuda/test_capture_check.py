@@ -96,6 +96,14 @@ def test_verify_graph_cli(agents, capsys) -> None:
     assert "bit-identical" in out and "records nothing on cpu" in out
 
 
+def test_verify_graph_hashes_a_dict_env_state(capsys) -> None:
+    """An env whose state is a dict of tensors (the example plugin's cue-corridor) is hashed key
+    by key (it crashed on Craftax-Classic's)."""
+    assert main(["verify-graph", "backend=cpu", "agent=ppo", "env=cue-corridor", "env.num_envs=8", "agent.horizon=4",
+                 "agent.num_minibatches=2", "-k", "2"]) == 0
+    assert "bit-identical" in capsys.readouterr().out
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize(("agent", "code", "text"), [("clean", 0, "bit-identical"),
                                                      ("cursor", 1, "iteration 5 (replayed)")])

@@ -94,7 +94,7 @@ def snapshot(run: Pieces, metrics: Any = None) -> Hashes:
     _walk(run.agent.state_dict(), "agent.state_dict", found, seen, 0)
     _walk(run.agent, "agent", found, seen, 0)
     seen.pop(id(run.env))
-    found["env.get_state()"] = run.env.get_state()
+    _walk(run.env.get_state(), "env.get_state()", found, seen, 0)  # one tensor, or a dict of them
     _walk(run.env, "env", found, seen, 0)
     if isinstance(metrics, Mapping):
         _walk(dict(metrics), "metrics", found, seen, 0)
