@@ -509,3 +509,25 @@ def test_min_lr_ratio_and_cosine_change_the_run() -> None:
     base = _params_after()
     for kw in ({"min_lr_ratio": 0.5}, {"lr_schedule": "cosine"}, {"optimizer": "muon"}, {"precision": "bf16-master"}):
         assert any(not torch.equal(a, b.float()) for a, b in zip(base, _params_after(**kw), strict=True)), kw
+
+
+@pytest.mark.parametrize("network", ["mlp", "mingru"])
+def test_encoded_observations_are_stored_as_codes_and_train_bit_identically(network: str) -> None:
+    """With an Encoded observation (Craftax-Classic's 148-byte compact one) the rollout stores the
+    code, not the 1,345 floats, and decodes it where the update reads it: training is bit for bit
+    what it is on the float observation."""
+    params = []
+    for obs in ("compact", "symbolic"):
+        torch.manual_seed(0)
+        env = make_env("craftax-classic", num_envs=8, backend="cpu", seed=0, obs=obs, kernel="torch")
+        agent = make_agent("ppo", env, network=network, hidden_sizes=[16, 16], horizon=4, num_minibatches=2,
+                           update_epochs=2, torch_threads=1)
+        agent.set_total_steps(64)
+        want_dtype = torch.uint8 if obs == "compact" else torch.float32
+        assert agent.rollout.buf.obs.dtype == want_dtype and agent.rollout.buf.obs.shape[-1] == (148 if obs == "compact"
+                                                                                                else 1345)
+        for _ in range(2):
+            agent.collect(env)
+            agent.learn()
+        params.append([p.detach().clone() for p in agent.rollout.policy.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*params, strict=True))

@@ -49,7 +49,12 @@ class ActorCriticRollout:
         self.reward_scaler = RewardScaler(n, gamma, cfg.reward_clip, dev) if cfg.norm_reward else None
         init = self.policy.initial_state(n)
         head = self.policy.head
-        self.buf = Rollout(horizon, n, self.policy.obs_dim, head.action_shape, head.action_dtype, dev, init)
+        # an Encoded observation is stored as its code (1,345 floats of Craftax are 148 bytes) and
+        # decoded where the update reads it; with observation normalisation, the normalised input
+        space = spec.observation_space
+        self.store_code = self.policy.decode is not None and not cfg.norm_obs
+        code = (tuple(space.shape), space.dtype) if self.store_code else None
+        self.buf = Rollout(horizon, n, self.policy.obs_dim, head.action_shape, head.action_dtype, dev, init, code)
         # the one generator for sampling actions and minibatches, seeded from torch's global RNG
         # (which the driver seeds with run.seed)
         self.generator = backend.generator(int(torch.randint(0, 2**62, (1,)).item()))
@@ -99,7 +104,7 @@ class ActorCriticRollout:
             buf.starts[t] = self.starts
             with self.autocast():
                 action, logprob, value, state = policy.act(x, state, self.starts, self.generator)
-            buf.obs[t] = x
+            buf.obs[t] = obs if self.store_code else x
             buf.actions[t] = action
             buf.logprobs[t] = logprob
             buf.values[t] = value
@@ -130,13 +135,17 @@ class ActorCriticRollout:
         ``segments``: ``idx`` are env indices and each whole segment is replayed from its stored
         state (required for a recurrent policy); else ``idx`` are flat row indices."""
         buf = self.buf
+        dim = self.policy.obs_dim
+        read = (lambda code: self.policy.decode(code).reshape(*code.shape[:-1], dim)) if self.store_code else (  # noqa: E731
+            lambda x: x)
         with self.autocast():
             if segments:
                 state0 = None if buf.state0 is None else buf.state0[:, idx]
-                out = self.policy.evaluate_sequence(buf.obs[:, idx], buf.actions[:, idx], state0, buf.starts[:, idx])
+                out = self.policy.evaluate_sequence(read(buf.obs[:, idx]), buf.actions[:, idx], state0,
+                                                    buf.starts[:, idx])
                 return tuple(y.reshape(-1) for y in out)  # type: ignore[return-value]
             flat = lambda x: x.view(self.steps_per_collect, *x.shape[2:])  # noqa: E731  [T, N, ...] -> [T*N, ...]
-            return self.policy.evaluate(flat(buf.obs)[idx], flat(buf.actions)[idx])
+            return self.policy.evaluate(read(flat(buf.obs)[idx]), flat(buf.actions)[idx])
 
     def progress(self, total_steps: int) -> Tensor:
         """Fraction of the run done before this batch, a device scalar in [0, 1]."""

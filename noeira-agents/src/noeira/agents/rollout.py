@@ -22,7 +22,8 @@ class Rollout(nn.Module):
     """``T x N`` transitions, preallocated on the device (buffers, not saved in checkpoints)."""
 
     def __init__(self, horizon: int, num_envs: int, obs_dim: int, action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device | str, initial_state: PolicyState = None) -> None:
+                 action_dtype: torch.dtype, device: torch.device | str, initial_state: PolicyState = None,
+                 obs_code: tuple[tuple[int, ...], torch.dtype] | None = None) -> None:
         super().__init__()
         t, n = horizon, num_envs
         self.horizon, self.num_envs = t, n
@@ -30,7 +31,10 @@ class Rollout(nn.Module):
         def buf(name: str, *shape: int, dtype: torch.dtype = torch.float32) -> None:
             self.register_buffer(name, torch.zeros((t, n, *shape), dtype=dtype, device=device), persistent=False)
 
-        buf("obs", obs_dim)                          # the policy's (normalised) input
+        if obs_code is None:
+            buf("obs", obs_dim)                      # the policy's (normalised) input
+        else:                                        # an Encoded observation's code, decoded where it is read
+            buf("obs", *obs_code[0], dtype=obs_code[1])
         buf("actions", *action_shape, dtype=action_dtype if not action_dtype.is_floating_point else torch.float32)
         buf("logprobs")                              # log pi_old(a_t | s_t)
         buf("values")                                # V(s_t) at collect time (puff: refreshed by updates)
