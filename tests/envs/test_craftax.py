@@ -478,3 +478,20 @@ def test_spawn_is_uniform_over_the_free_cells(cells: int) -> None:
     cx, cy = 32 + env.tables.window_dx[cand], 32 + env.tables.window_dy[cand]
     by_candidate = torch.isin(cx.long() * 64 + cy.long(), chosen).any(1).float().mean().item()
     assert (by_candidate < 0.3) if cells == 5 else (by_candidate > 0.95), by_candidate
+
+
+def test_ppo_recipe_resolves_and_builds() -> None:
+    """The env's PPO recipe (through the recipe hook) resolves for cpu and cuda, and the cpu one
+    builds and runs an iteration; on cuda it takes the compact observation."""
+    from noeira.core.driver import build, resolve
+    from noeira.core.recipes import find_recipes, merged_recipe
+
+    cuda = merged_recipe(find_recipes("ppo", "craftax-classic", "cuda"))
+    assert cuda["env"]["obs"] == "compact" and cuda["agent"]["network"] == "mingru"
+    cfg = resolve({"backend": "cpu", "env": {"name": "craftax-classic", "num_envs": 8},
+                   "agent": {"name": "ppo", "horizon": 4, "hidden_sizes": [16, 16]}})
+    assert cfg.recipes and cfg.agent.config.network == "mingru"
+    pieces = build(cfg)
+    pieces.agent.collect(pieces.env)
+    pieces.agent.learn()
+    pieces.close()
