@@ -505,8 +505,8 @@ def test_recipes_are_the_modules_tables(name: str) -> None:
 
 
 def test_documented_recipes() -> None:
-    """The recipes README.md quotes: SAC solves Pendulum in 8k steps (64-wide on the CPU), DQN
-    CartPole in 36k; TD3's tables serve DDPG."""
+    """The recipes README.md quotes: SAC solves Pendulum in 8k steps (64-wide on the CPU), DQN runs
+    CartPole for 36k (solving 1 of 3 seeds, BENCHMARKS.md); TD3's tables serve DDPG."""
     from noeira.agents import ddpg, dqn, sac
 
     cpu, cuda = sac.recipe("pendulum", "cpu", None), sac.recipe("pendulum", "cuda", None)

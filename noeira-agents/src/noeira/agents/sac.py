@@ -160,6 +160,7 @@ class SAC(OffPolicyAgent):
 
 
 RECIPES: RecipeTables = {
+    # Measured on the 2-core CPU (BENCHMARKS.md, "Recipes that solve"); on cuda ("*") not verified here.
     # Pendulum: 4 envs, one update per transition, 3-step returns (which roughly halve the steps to
     # solve it); 64-wide networks on the CPU (as good here, twice as fast), 256-wide elsewhere
     "pendulum": {
@@ -176,6 +177,18 @@ RECIPES: RecipeTables = {
             "run": {"total_steps": 8_000, "log_interval": 100},
         },
     },
+    # MountainCarContinuous-v0: rl-baselines3-zoo hyperparams/sac.yml (lr 3e-4, buffer 5e4, batch 512,
+    # fixed temperature 0.1, one update per transition, gamma 0.9999, tau 0.01, learning from the start,
+    # [64, 64], 5e4 steps) without its gSDE (use_sde, log_std_init -3.67), which this SAC does not have.
+    # Not solved on the 2-core CPU: seed 0's policy learned to stand still (training return -26 to 0
+    # through 40k steps, ~130 steps/s; the run was stopped there).
+    "mountaincar-continuous": {"*": {
+        "env": {"num_envs": 4},
+        "agent": {"hidden": [64, 64], "batch_size": 512, "buffer_size": 50_000, "learning_starts": 0,
+                  "updates_per_step": 4, "actor_lr": 3e-4, "critic_lr": 3e-4, "alpha": 0.1, "autotune": False,
+                  "gamma": 0.9999, "tau": 0.01},
+        "run": {"total_steps": 50_000, "log_interval": 250},
+    }},
     "*": {"*": {"run": {"total_steps": 1_000_000, "log_interval": 250}}},
 }
 """SAC's tuned defaults: env name -> backend name -> recipe ("*": any other)."""
