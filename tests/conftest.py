@@ -78,3 +78,13 @@ def graph_name(backend_name: str) -> str:
     """The graph backend under test: ``$NOEIRA_GRAPH_BACKEND`` (set by ``nox -s tests``), else eager.
     Graphs record only on cuda; on cpu every graph backend runs eagerly."""
     return os.environ.get("NOEIRA_GRAPH_BACKEND", "eager") or "eager"
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Small networks run fastest on one thread (and do not fight other processes): a test
+    module asks for it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -26,20 +26,13 @@ from noeira.envs.craftax.state import EXPORT_FIELDS, export_state
 
 DATA = Path(__file__).with_name("data") / "craftax_ref.npz"
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def ref() -> dict[str, np.ndarray]:
     with np.load(DATA) as f:
         return dict(f)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small tensor programs run faster so, and the CI box has two cores
-    yield
-    torch.set_num_threads(threads)
 
 
 def _device(name: str) -> str:

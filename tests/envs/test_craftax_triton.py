@@ -30,28 +30,13 @@ from noeira.envs.craftax.state import EXPORT_FIELDS, export_state  # noqa: E402
 
 DATA = Path(__file__).with_name("data") / "craftax_ref.npz"
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def ref() -> dict[str, np.ndarray]:
     with np.load(DATA) as f:
         return dict(f)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    if name == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("the kernels run on a CPU only in Triton's interpreter (this process compiles them for CUDA)")
-    return torch.device(name)
 
 
 def _env(n: int, device: torch.device, **kw: object):
@@ -69,11 +54,11 @@ def _differ(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str,
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_kernel_replays_the_reference_steps(ref: dict[str, np.ndarray], device: str) -> None:
+def test_kernel_replays_the_reference_steps(ref: dict[str, np.ndarray], device: str, kernel_device) -> None:
     """Every action from the prepared states and the short random trajectories of the JAX
     reference, with its recorded draws: the kernels' next state, reward and done are the
     reference's (so the torch step's), leaf for leaf."""
-    dev = _device(device)
+    dev = kernel_device(device)
     before = {k: torch.as_tensor(ref[f"step_before.{k}"], device=dev) for k in EXPORT_FIELDS}
     want = {k: torch.as_tensor(ref[f"step_after.{k}"]) for k in EXPORT_FIELDS}
     n = before["map"].shape[0]
@@ -89,10 +74,10 @@ def test_kernel_replays_the_reference_steps(ref: dict[str, np.ndarray], device: 
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_own_variates_replay_in_torch(device: str) -> None:
+def test_own_variates_replay_in_torch(device: str, kernel_device) -> None:
     """The kernels' own Philox variates, written out, drive the torch step to the same state;
     they are uniform in [0, 1) and 0..7 as game.sample_draws' are, and the key decides them."""
-    dev = _device(device)
+    dev = kernel_device(device)
     n = 64 if dev.type == "cpu" else 4096
     a, b = _env(n, dev, kernel="torch", seed=3), _env(n, dev, kernel="torch", seed=3)
     k = ts.Step(n, dev)
@@ -137,11 +122,11 @@ def _aligned(n: int, dev: torch.device, obs: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_env_step_on_the_kernels_equals_the_torch_env(device: str) -> None:
+def test_env_step_on_the_kernels_equals_the_torch_env(device: str, kernel_device) -> None:
     """The env's whole step on the kernels (rules, time limit, episode sums, resets from the
     pool, observation and final observation) equals TensorEnv's on the torch step, given the
     same variates, in both observation layouts."""
-    dev = _device(device)
+    dev = kernel_device(device)
     cpu = dev.type == "cpu"
     n, steps = (64, 6) if cpu else (2048, 40)
     for obs in ("compact",) if cpu else ("compact", "symbolic"):
@@ -167,10 +152,10 @@ def test_env_step_on_the_kernels_equals_the_torch_env(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_observation_kernels(ref: dict[str, np.ndarray], device: str) -> None:
+def test_observation_kernels(ref: dict[str, np.ndarray], device: str, kernel_device) -> None:
     """On the reference's observation states: the compact observation kernel writes what
     render.compact does, and the expansion kernel gives the reference's 1,345 floats."""
-    dev = _device(device)
+    dev = kernel_device(device)
     state = {k: torch.as_tensor(ref[f"obs_state.{k}"], device=dev) for k in EXPORT_FIELDS}
     n = state["map"].shape[0]
     env = _env(n, dev, kernel="torch", obs="compact")
@@ -197,11 +182,12 @@ def test_kernel_choice_errors() -> None:
 
 
 @pytest.mark.cuda
-def test_kernel_env_is_deterministic_records_and_matches_the_reference_statistics(ref: dict[str, np.ndarray]) -> None:
+def test_kernel_env_is_deterministic_records_and_matches_the_reference_statistics(ref: dict[str, np.ndarray],
+                                                                                  kernel_device) -> None:
     """On CUDA: the kernel env is the default; a seed fixes its trajectory; its step makes no host
     sync and replays from a CUDA graph as it runs eagerly; random-policy episodes (length,
     return, achievement rates) agree with the JAX reference's within confidence bounds."""
-    dev = _device("cuda")
+    dev = kernel_device("cuda")
     n = 256
     a, b = _env(n, dev, seed=5), _env(n, dev, seed=5)
     assert a.kernel == "triton"

@@ -12,7 +12,6 @@ the cuda cases also record it in a CUDA graph and check that it does not sync wi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -28,25 +27,10 @@ from noeira.envs.craftax.state import STATE_FIELDS, empty_state  # noqa: E402
 
 DATA = Path(__file__).with_name("data") / "craftax_ref.npz"
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+pytestmark = pytest.mark.usefixtures("one_thread")
 LIGHT0 = 0.7150233  # any float32 value: the kernel writes what it is given
 DRAW_KEYS = ("angles_water", "angles_mountain", "angles_path", "angles_tree", "u_coal", "u_iron", "u_diamond",
              "u_tree", "u_pick")
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    if name == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("the kernel runs on a CPU only in Triton's interpreter (this process compiles it for CUDA)")
-    return torch.device(name)
 
 
 def _junk_pool(n: int, dev: torch.device) -> dict[str, torch.Tensor]:
@@ -71,10 +55,10 @@ def _check_worlds(pool: dict[str, torch.Tensor], rows: torch.Tensor, want: dict[
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", [16, 64])
-def test_same_draws_as_world_from_draws(device: str, chunk: int) -> None:
+def test_same_draws_as_world_from_draws(device: str, chunk: int, kernel_device) -> None:
     """Fed ``sample_world_draws``' variates, the kernel writes ``world_from_draws``' worlds (light
     level ``light0``) into the pool rows named, in their order, and leaves the other rows alone."""
-    dev = _device(device)
+    dev = kernel_device(device)
     k = (3 if chunk == 16 else 6) if dev.type == "cpu" else 512
     size = 2 * k + 3
     g = torch.Generator(device=dev).manual_seed(11)
@@ -96,10 +80,10 @@ def test_same_draws_as_world_from_draws(device: str, chunk: int) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_reference_draws_make_the_reference_worlds(device: str) -> None:
+def test_reference_draws_make_the_reference_worlds(device: str, kernel_device) -> None:
     """Fed the JAX reference's recorded noise angles and per-cell draws, the kernel writes the
     reference's maps (up to threshold flips of XLA's fused arithmetic, as worldgen does)."""
-    dev = _device(device)
+    dev = kernel_device(device)
     with np.load(DATA) as f:
         draws = {key: torch.as_tensor(f[f"gen_{key}"], device=dev) for key in DRAW_KEYS}
         want = torch.as_tensor(f["gen_map"])
@@ -125,12 +109,12 @@ def _stats(maps: np.ndarray) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_own_variates(device: str) -> None:
+def test_own_variates(device: str, kernel_device) -> None:
     """The kernel's own Philox variates: its worlds' block-type counts and distances from the
     spawn to water and trees agree with the torch generator's within 4.5 standard errors; the
     other fields are world_from_draws'; the seed (read on the device, left as it is) fixes the
     worlds, world i of a call the same whatever the call's size, and another seed changes them."""
-    dev = _device(device)
+    dev = kernel_device(device)
     n, n_torch = (32, 300) if dev.type == "cpu" else (1024, 2048)
     seed = torch.tensor([12345], dtype=torch.int64, device=dev)
     pool = _junk_pool(n, dev)

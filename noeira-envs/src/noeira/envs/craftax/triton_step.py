@@ -342,6 +342,27 @@ def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, 
     return deferred
 
 
+@triton.jit
+def _attack(pos, hp, mask, e, SLOTS: tl.constexpr, bx, by, do, damage, live):
+    """DO on a mob kind: the first alive slot at (bx, by) loses ``damage``; then every slot's mask
+    is ``health > 0`` (the reference's quirk: despawned slots come back). Returns (hit, killed)."""
+    target = tl.zeros_like(bx)
+    hit_any = bx < -1000
+    for i in tl.static_range(SLOTS):
+        hit = (_ld(pos, (e * SLOTS + i) * 2, live) == bx) & (_ld(pos, (e * SLOTS + i) * 2 + 1, live) == by) & (
+            _ld(mask, e * SLOTS + i, live) != 0)
+        target = tl.where(hit & _not(hit_any), i, target)
+        hit_any = hit_any | hit
+    hit_any = hit_any & do
+    was_alive = _ld(mask, e * SLOTS + target, live) != 0
+    for i in tl.static_range(SLOTS):
+        h = _ld(hp, e * SLOTS + i, live) - tl.where((target == i) & hit_any, damage, 0)
+        _st(hp, e * SLOTS + i, h, live)
+        m = tl.where(do, h > 0, _ld(mask, e * SLOTS + i, live) != 0)
+        _st(mask, e * SLOTS + i, m.to(tl.int32), live)
+    return hit_any, do & was_alive & (_ld(mask, e * SLOTS + target, live) == 0)
+
+
 # -- the rules -------------------------------------------------------------------------------------
 @triton.jit
 def _rules(e, live, action_p,
@@ -509,62 +530,17 @@ def _rules(e, live, action_p,
     damage = tl.maximum(tl.maximum(tl.maximum(tl.zeros_like(px) + 1, 2 * i_wsword), 3 * i_ssword), 5 * i_isword)
     attacked = px < -1000
     killed_any = px < -1000
-    # zombies (3 slots)
-    target = tl.zeros_like(px)
-    hit_any = px < -1000
-    for i in tl.static_range(3):
-        hit = (_ld(zpos, (e64 * 3 + i) * 2, live) == bx) & (_ld(zpos, (e64 * 3 + i) * 2 + 1, live) == by) & (
-            _ld(zmask, e64 * 3 + i, live) != 0)
-        target = tl.where(hit & _not(hit_any), i, target)
-        hit_any = hit_any | hit
-    hit_any = hit_any & do
-    was_alive = _ld(zmask, e64 * 3 + target, live) != 0
-    for i in tl.static_range(3):
-        h = _ld(zhp, e64 * 3 + i, live) - tl.where((target == i) & hit_any, damage, 0)
-        _st(zhp, e64 * 3 + i, h, live)
-        m = tl.where(do, h > 0, _ld(zmask, e64 * 3 + i, live) != 0)
-        _st(zmask, e64 * 3 + i, m.to(tl.int32), live)
-    killed = do & was_alive & (_ld(zmask, e64 * 3 + target, live) == 0)
+    hit_any, killed = _attack(zpos, zhp, zmask, e64, 3, bx, by, do, damage, live)
     ach = _bit(ach, killed, A_ZOMBIE)
     attacked = attacked | hit_any
     killed_any = killed_any | killed
-    # cows (3 slots)
-    target = tl.zeros_like(px)
-    hit_any = px < -1000
-    for i in tl.static_range(3):
-        hit = (_ld(cpos, (e64 * 3 + i) * 2, live) == bx) & (_ld(cpos, (e64 * 3 + i) * 2 + 1, live) == by) & (
-            _ld(cmask, e64 * 3 + i, live) != 0)
-        target = tl.where(hit & _not(hit_any), i, target)
-        hit_any = hit_any | hit
-    hit_any = hit_any & do
-    was_alive = _ld(cmask, e64 * 3 + target, live) != 0
-    for i in tl.static_range(3):
-        h = _ld(chp, e64 * 3 + i, live) - tl.where((target == i) & hit_any, damage, 0)
-        _st(chp, e64 * 3 + i, h, live)
-        m = tl.where(do, h > 0, _ld(cmask, e64 * 3 + i, live) != 0)
-        _st(cmask, e64 * 3 + i, m.to(tl.int32), live)
-    killed = do & was_alive & (_ld(cmask, e64 * 3 + target, live) == 0)
+    hit_any, killed = _attack(cpos, chp, cmask, e64, 3, bx, by, do, damage, live)
     ach = _bit(ach, killed, A_COW)
     attacked = attacked | hit_any
     killed_any = killed_any | killed
     food = tl.where(killed, tl.minimum(food + 6, 9), food)
     hunger = tl.where(killed, 0.0, hunger)
-    # skeletons (2 slots)
-    target = tl.zeros_like(px)
-    hit_any = px < -1000
-    for i in tl.static_range(2):
-        hit = (_ld(spos, (e64 * 2 + i) * 2, live) == bx) & (_ld(spos, (e64 * 2 + i) * 2 + 1, live) == by) & (
-            _ld(smask, e64 * 2 + i, live) != 0)
-        target = tl.where(hit & _not(hit_any), i, target)
-        hit_any = hit_any | hit
-    hit_any = hit_any & do
-    was_alive = _ld(smask, e64 * 2 + target, live) != 0
-    for i in tl.static_range(2):
-        h = _ld(shp, e64 * 2 + i, live) - tl.where((target == i) & hit_any, damage, 0)
-        _st(shp, e64 * 2 + i, h, live)
-        m = tl.where(do, h > 0, _ld(smask, e64 * 2 + i, live) != 0)
-        _st(smask, e64 * 2 + i, m.to(tl.int32), live)
-    killed = do & was_alive & (_ld(smask, e64 * 2 + target, live) == 0)
+    hit_any, killed = _attack(spos, shp, smask, e64, 2, bx, by, do, damage, live)
     ach = _bit(ach, killed, A_SKELETON)
     attacked = attacked | hit_any
     killed_any = killed_any | killed

@@ -45,7 +45,7 @@ from torch import Tensor
 
 from noeira.envs.craftax import constants as C
 from noeira.envs.craftax.state import STATE_FIELDS
-from noeira.envs.craftax.triton_step import _const
+from noeira.envs.craftax.triton_step import COAL, COW_HEALTH, DIAMOND, GRASS, IRON, LAVA, PATH, STONE, TREE, WATER, _const
 
 __all__ = ["generate_into"]
 
@@ -64,18 +64,8 @@ the gradient gathers; at 128 it still spills nothing; 32 and 64 rows would spill
 without the cap)."""
 
 # -- constants inside the kernel -------------------------------------------------------------------
-GRASS = _const(C.GRASS)
-WATER = _const(C.WATER)
-STONE = _const(C.STONE)
-TREE = _const(C.TREE)
-PATH = _const(C.PATH)
-COAL = _const(C.COAL)
-IRON = _const(C.IRON)
-DIAMOND = _const(C.DIAMOND)
 SAND = _const(C.SAND)
-LAVA = _const(C.LAVA)
 UP = _const(C.UP)
-COW_HEALTH = _const(C.COW_HEALTH)
 SPAWN = _const(C.MAP_SIZE // 2)
 TWO_PI = _const(_f32(2 * math.pi))
 SQRT2 = _const(_f32(math.sqrt(2)))
