@@ -100,7 +100,7 @@ def _wrap(graph_name: str, agent: Any, env: Any, backend: Any) -> tuple[Any, Any
     return collect, graph.wrap(agent.learn, backend)
 
 
-def throughput(cfg: Any, graph_name: str, iterations: int) -> dict[str, Any]:
+def throughput(cfg: Any, graph_name: str, iterations: int, profile: bool = False) -> dict[str, Any]:
     backend, env, agent = _build(cfg)
     collect, learn = _wrap(graph_name, agent, env, backend)
     env.reset(seed=cfg.run.seed)
@@ -116,10 +116,35 @@ def throughput(cfg: Any, graph_name: str, iterations: int) -> dict[str, Any]:
         learn()
     backend.synchronize()
     dt = time.perf_counter() - t0
+    # the split: collect and learn each between two synchronisations (two more iterations)
+    split = {"collect_seconds": 0.0, "learn_seconds": 0.0}
+    for _ in range(2):
+        for key, fn in (("collect_seconds", lambda: collect(env)), ("learn_seconds", learn)):
+            t = time.perf_counter()
+            fn()
+            backend.synchronize()
+            split[key] += (time.perf_counter() - t) / 2
     out = {"steps_per_second": iterations * agent.steps_per_collect / dt, "warmup_seconds": warm,
-           "steps_per_iteration": agent.steps_per_collect}
+           "steps_per_iteration": agent.steps_per_collect, **split}
+    if profile:
+        _profile(agent, env)
     env.close()
     return out
+
+
+def _profile(agent: Any, env: Any) -> None:
+    """One eager collect and one eager learn under torch.profiler: the 25 kernels with the most device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    for name, fn in (("collect", lambda: agent.collect(env)), ("learn", agent.learn)):
+        with profile(activities=activities) as prof:
+            fn()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+        print(f"\nprofile of one eager {name}:")
+        print(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=70))
 
 
 def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: int) -> dict[str, Any]:
@@ -175,6 +200,8 @@ def main() -> int:
     p.add_argument("--log-every", type=int, default=10, help="score phase: iterations between statistics reads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="append one JSON line per combination here")
+    p.add_argument("--profile", action="store_true", help="after the throughput phase: the top kernels of one "
+                   "eager collect and one eager learn (torch.profiler)")
     p.add_argument("--quick", action="store_true", help="a small CPU-sized run (64 envs, short segments, 10 s)")
     args = p.parse_args()
     _require_env()
@@ -202,6 +229,7 @@ def main() -> int:
     device = torch.cuda.get_device_name() if backend.device.type == "cuda" else "cpu"
     print(f"PPO on {ENV}, {backend.name} ({device}), recipe {args.recipe}, commit {_commit()}")
     header = (f"{'envs':>7} {'graph':>7} {'network':>7} {'precision':>11} {'optim':>6} {'obs':>8} {'steps/s':>10} "
+              f"{'collect s':>9} {'learn s':>8} "
               f"{'score steps':>11} {'seconds':>8} {'return':>7} {'craftax':>8}")
     print(header)
     rows = []
@@ -220,13 +248,14 @@ def main() -> int:
                                "recipe": args.recipe, "agent": agent, "backend": backend.name, "device": device,
                                "commit": _commit(), "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
         if args.iterations > 0:
-            row.update(throughput(cfg, graph, args.iterations))
+            row.update(throughput(cfg, graph, args.iterations, args.profile))
         if args.seconds > 0 or args.steps > 0:
             row["score"] = score(cfg, graph, args.seconds, args.steps, args.log_every)
         s = row.get("score", {})
         fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
         print(f"{num_envs:>7} {graph:>7} {a.network:>7} {a.precision:>11} {a.optimizer:>6} {obs:>8} "
-              f"{fmt(row.get('steps_per_second'), '10.3g')} {fmt(s.get('env_steps'), '11.3g')} "
+              f"{fmt(row.get('steps_per_second'), '10.3g')} {fmt(row.get('collect_seconds'), '9.3f')} "
+              f"{fmt(row.get('learn_seconds'), '8.3f')} {fmt(s.get('env_steps'), '11.3g')} "
               f"{fmt(s.get('seconds'), '8.1f')} {fmt(s.get('episode_return'), '7.2f')} "
               f"{fmt(s.get('craftax_score'), '8.2f')}", flush=True)
         rows.append(row)

@@ -12,6 +12,8 @@ import math
 import pytest
 import torch
 
+from noeira.agents import mingru_scan
+from noeira.agents.nets import AlignedInput, layer_init
 from noeira.agents.networks import LSTM, MinGRU, linear_scan
 from noeira.agents.onpolicy import schedule
 from noeira.agents.precision import MasterWeights
@@ -26,10 +28,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 CueCorridor = pytest.importorskip("acme_corridor.memory").CueCorridor
 
+needs_triton = pytest.mark.skipif(not mingru_scan.available(), reason="the fused scan needs Triton")
+FUSED = pytest.param("mingru", {"scan": "fused"}, marks=needs_triton, id="mingru-fused")
+
 NETWORKS = [
     ("lstm", {}),
     ("mingru", {"scan": "sequential"}),
     ("mingru", {"scan": "parallel"}),
+    FUSED,
     ("mingru", {"skip": "residual", "scan": "parallel"}),
     ("mingru", {"skip": "none"}),
 ]
@@ -50,7 +56,9 @@ def test_network_passes_the_kit(name, options) -> None:
 def test_layout_follows_hidden_sizes() -> None:
     spec = NetworkSpec((1345,), {"actor": 17, "critic": 1}, torch.device("cpu"), (256, 256, 256))
     net = MinGRU(spec)
-    assert net.encoder[0].weight.shape == (256, 1345) and len(net.gates) == 3
+    # the input layer's weight is padded to 1,352 columns (bf16 tensor-core alignment), zero past 1,345
+    assert net.encoder[0].weight.shape == (256, 1352) and len(net.gates) == 3
+    assert not net.encoder[0].weight[:, 1345:].any()
     assert net.gates[0].weight.shape == (3 * 256, 256)  # z, h~ and the highway gate in one matmul
     assert net.initial_state(5).shape == (3, 5, 256)
     lstm = LSTM(NetworkSpec((4,), {"actor": 2}, torch.device("cpu"), (16, 16)))
@@ -61,7 +69,7 @@ def test_layout_follows_hidden_sizes() -> None:
 @pytest.mark.parametrize(
     ("cls", "options", "message"),
     [
-        (MinGRU, {"scan": "fast"}, "agent.network_options.scan: must be one of auto, parallel, sequential, got 'fast'"),
+        (MinGRU, {"scan": "fast"}, "agent.network_options.scan: must be one of auto, fused, parallel, sequential, got 'fast'"),
         (MinGRU, {"skipp": "none"}, "agent.network_options.skipp: unknown key (known keys: skip, scan)"),
         (LSTM, {"forget_bias": "x"}, "agent.network_options.forget_bias: expected a float, got 'x'"),
         (LSTM, {"scan": "parallel"}, "agent.network_options.scan: unknown key (known keys: forget_bias)"),
@@ -71,6 +79,28 @@ def test_network_options_errors(cls, options, message) -> None:
     with pytest.raises(ConfigError) as err:
         cls(NetworkSpec((3,), {"actor": 2}, torch.device("cpu"), (8,), options=options))
     assert str(err.value) == message
+
+
+def test_aligned_input_is_the_unpadded_layer() -> None:
+    """The padded input layer computes the unpadded layer's outputs and gradients (its padding
+    columns get none), under autocast too, and loads an unpadded layer's checkpoint."""
+    torch.manual_seed(0)
+    padded = AlignedInput(13, 5)
+    torch.manual_seed(0)
+    plain = layer_init(torch.nn.Linear(13, 5))  # the same draws: the same init
+    assert padded.weight.shape == (5, 16)
+    torch.testing.assert_close(padded.weight[:, :13], plain.weight, rtol=0, atol=0)
+    x = torch.randn(7, 13)
+    torch.testing.assert_close(padded(x), plain(x))
+    padded(x).square().sum().backward()
+    plain(x).square().sum().backward()
+    torch.testing.assert_close(padded.weight.grad[:, :13], plain.weight.grad)
+    assert not padded.weight.grad[:, 13:].any()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert padded(x).dtype == torch.bfloat16
+    other = AlignedInput(13, 5)
+    other.load_state_dict(plain.state_dict())
+    torch.testing.assert_close(other(x), plain(x))
 
 
 def test_widths_must_be_one() -> None:
@@ -91,19 +121,25 @@ def test_linear_scan_matches_the_loop(t) -> None:
     torch.testing.assert_close(linear_scan(a, b, h0), torch.stack(want), rtol=1e-6, atol=1e-6)
 
 
-def test_mingru_scans_agree_with_gradients() -> None:
+@pytest.mark.parametrize("skip", ["highway", "residual", "none"])
+@pytest.mark.parametrize("scan", ["parallel", pytest.param("fused", marks=needs_triton)])
+def test_mingru_scans_agree_with_gradients(scan, skip) -> None:
+    """The parallel and fused scans give the step-by-step loop's outputs and gradients (the
+    parameters' and the initial state's), resets inside the segment included."""
     spec = dict(observation_shape=(3,), outputs={"actor": 2}, device=torch.device("cpu"), hidden_sizes=(8, 8))
     torch.manual_seed(0)
-    seq = MinGRU(NetworkSpec(**spec, options={"scan": "sequential"}))
-    par = MinGRU(NetworkSpec(**spec, options={"scan": "parallel"}))
+    seq = MinGRU(NetworkSpec(**spec, options={"scan": "sequential", "skip": skip}))
+    par = MinGRU(NetworkSpec(**spec, options={"scan": scan, "skip": skip}))
     par.load_state_dict(seq.state_dict())
     obs, done = torch.randn(16, 5, 3), torch.rand(16, 5) < 0.2
+    assert bool(done[1:].any())
     state = torch.randn(2, 5, 8)
     grads = []
     for net in (seq, par):
-        out = net.forward_sequence(obs, state, done)["actor"]
+        s0 = state.clone().requires_grad_()
+        out = net.forward_sequence(obs, s0, done)["actor"]
         out.square().sum().backward()
-        grads.append([p.grad.clone() for p in net.parameters()])
+        grads.append([p.grad.clone() for p in net.parameters()] + [s0.grad])
     torch.testing.assert_close(seq.forward_sequence(obs, state, done)["actor"],
                                par.forward_sequence(obs, state, done)["actor"], rtol=1e-5, atol=1e-6)
     for gs, gp in zip(*grads, strict=True):
@@ -112,7 +148,7 @@ def test_mingru_scans_agree_with_gradients() -> None:
 
 # -- PPO with a recurrent network -------------------------------------------------------------
 
-@pytest.mark.parametrize(("name", "options"), NETWORKS[:3])
+@pytest.mark.parametrize(("name", "options"), NETWORKS[:4])
 def test_segments_replay_the_rollout(name, options) -> None:
     """Each segment replayed from its stored initial state with the same resets gives the rollout's
     own log-probs and values: the first minibatch of the first epoch sees ratio 1."""
@@ -336,7 +372,7 @@ def test_cli_help_lists_the_new_keys(capsys) -> None:
     ("override", "message"),
     [
         ("agent.lr_schedule=step", "agent.lr_schedule: expected 'linear' or 'cosine', got 'step'"),
-        ('agent.network_options={scan="fast"}', "agent.network_options.scan: must be one of auto, parallel, sequential"),
+        ('agent.network_options={scan="fast"}', "agent.network_options.scan: must be one of auto, fused, parallel, sequential"),
         ("agent.precision=fp8", "agent.precision: expected one of fp32, bf16, bf16-master, got 'fp8'"),
     ],
 )
@@ -382,6 +418,7 @@ def test_agent_built_for_an_env_shares_its_backend() -> None:
     ("lstm", {}, {}),
     ("mingru", {"scan": "parallel"}, {"optimizer": "muon", "lr": 0.02}),
     ("mingru", {"scan": "sequential"}, {"precision": "bf16-master", "prio_alpha": 1.0}),
+    ("mingru", {"scan": "fused"}, {"precision": "bf16-master"}),
 ])
 def test_recorded_learn_is_bit_identical_to_eager(name, options, kw) -> None:
     """collect and learn recorded as CUDA graphs (the ``stream`` backend) give eager's parameters bit for bit."""

@@ -14,7 +14,13 @@ from torch import Tensor, nn
 
 from noeira.core import distributed
 
-__all__ = ["RunningMeanStd", "layer_init", "mlp", "space_dim"]
+__all__ = ["ALIGN", "AlignedInput", "RunningMeanStd", "layer_init", "mlp", "space_dim"]
+
+ALIGN = 8
+"""Input widths are padded to a multiple of this: cuBLAS's tensor-core kernels for bf16 want
+leading dimensions of a multiple of 8 elements, and fall back to kernels several times slower
+otherwise (Craftax's 1,345-float observation: 1.52 ms against 0.29 ms for a 262,144-row
+minibatch through Linear(1345 -> 256) on an H200)."""
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -41,6 +47,40 @@ def mlp(
         last = h
     layers.append(layer_init(nn.Linear(last, out_dim), out_gain))
     return nn.Sequential(*layers)
+
+
+class AlignedInput(nn.Linear):
+    """``Linear(in_features, out_features)`` whose weight is ``[out, in_features]`` rounded up to a
+    multiple of :data:`ALIGN` columns; the input ``[..., in_features]`` is written once into a
+    zero-padded buffer, in the autocast dtype when autocast is on (the cast autocast makes anyway,
+    so the padding costs no extra pass). The padding columns start at zero and meet zeros, so the
+    outputs are the unpadded layer's. Orthogonal init on the real columns (:func:`layer_init`).
+    A checkpoint of the unpadded layer loads (its weight is padded with zero columns)."""
+
+    def __init__(self, in_features: int, out_features: int, gain: float = math.sqrt(2)) -> None:
+        width = in_features + (-in_features) % ALIGN
+        super().__init__(width, out_features, device="meta")  # no draws: the init is the unpadded layer's
+        self.features = in_features
+        real = layer_init(nn.Linear(in_features, out_features), gain)
+        self.weight = nn.Parameter(torch.cat([real.weight.detach(), real.weight.new_zeros(out_features,
+                                                                                          width - in_features)], 1))
+        self.bias = nn.Parameter(real.bias.detach().clone())
+        self._register_load_state_dict_pre_hook(self._pad_old_weight)
+
+    def _pad_old_weight(self, state_dict: dict, prefix: str, *_args: object) -> None:
+        w = state_dict.get(prefix + "weight")
+        if w is not None and w.shape[-1] == self.features < self.in_features:
+            state_dict[prefix + "weight"] = torch.cat([w, w.new_zeros(w.shape[0], self.in_features - w.shape[1])], 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-1] != self.in_features:
+            kind = x.device.type
+            dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
+            padded = torch.empty(*x.shape[:-1], self.in_features, dtype=dtype, device=x.device)
+            padded[..., self.features:].zero_()
+            padded[..., :self.features].copy_(x)
+            x = padded
+        return super().forward(x)
 
 
 def space_dim(shape: Sequence[int]) -> int:

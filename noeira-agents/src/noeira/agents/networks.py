@@ -11,7 +11,8 @@ gives the recurrent layers, all of one width ``H``: ``[256, 256, 256]`` is an in
 ``[rows, B, H]`` (float32 whatever the precision), zeroed where ``done`` marks an episode start
 by a multiply (no branch: it records in a CUDA graph, and the gradient stops there).
 ``forward_sequence`` equals step-by-step ``forward``: the input projections of a whole segment
-are one matmul, only the recurrence runs step by step (or, for ``mingru``, as a parallel scan).
+are one matmul, only the recurrence runs step by step (or, for ``mingru``, as a parallel scan or
+one fused Triton kernel).
 Their own keys (``agent.network_options``) are each class's attrs ``Config``.
 
 A network is built as ``cls(spec: NetworkSpec)`` and keeps the contract
@@ -28,7 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.nets import layer_init, mlp, space_dim
+from noeira.agents import mingru_scan
+from noeira.agents.nets import AlignedInput, layer_init, mlp, space_dim
 from noeira.core.config import structure
 from noeira.core.contracts import NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
@@ -120,7 +122,7 @@ class _RecurrentTrunk(nn.Module):
             raise ConfigError(f"agent.hidden_sizes: the {self.name} network needs one or more recurrent layers of one "
                               f"width (e.g. [256, 256, 256]), got {list(widths)}")
         self.layers, self.hidden = len(widths), widths[0]
-        self.encoder = nn.Sequential(layer_init(nn.Linear(space_dim(spec.observation_shape), self.hidden)),
+        self.encoder = nn.Sequential(AlignedInput(space_dim(spec.observation_shape), self.hidden),
                                      activation(spec.activation)())
         self.heads = nn.ModuleDict({
             name: layer_init(nn.Linear(self.hidden, width), spec.output_gains.get(name, 1.0))
@@ -260,9 +262,11 @@ class MinGRU(_RecurrentTrunk):
     class Config:
         skip: str = attrs.field(default="highway", validator=one_of("highway", "residual", "none"))
         """How a layer's output mixes its input and its state: highway | residual | none."""
-        scan: str = attrs.field(default="auto", validator=one_of("auto", "parallel", "sequential"))
-        """Training over a segment: parallel (a log2(T)-round scan: few, larger kernels; the GPU's
-        choice), sequential (T small steps), auto (parallel on cuda, sequential elsewhere)."""
+        scan: str = attrs.field(default="auto", validator=one_of("auto", "fused", "parallel", "sequential"))
+        """Training over a segment: fused (each layer's gates, recurrence and skip as one Triton
+        kernel each way, :mod:`noeira.agents.mingru_scan`: the GPU's choice), parallel (a
+        log2(T)-round torch scan), sequential (T small steps), auto (fused on cuda where Triton
+        imports, else parallel there; sequential elsewhere)."""
 
     def __init__(self, spec: NetworkSpec) -> None:
         super().__init__(spec)
@@ -275,7 +279,11 @@ class MinGRU(_RecurrentTrunk):
                 for chunk in lin.weight.view(gates, h, h):
                     nn.init.orthogonal_(chunk)
                 lin.bias.zero_()
-        self.parallel = self.options.scan == "parallel" or (self.options.scan == "auto" and spec.device.type == "cuda")
+        self.scan = self.options.scan
+        if self.scan == "auto":
+            self.scan = ("fused" if mingru_scan.available() else "parallel") if spec.device.type == "cuda" else "sequential"
+        if self.scan == "fused" and not mingru_scan.available():
+            raise ConfigError("agent.network_options.scan: fused needs Triton (pip install triton), which does not import")
         self.to(spec.device)
 
     def _coefficients(self, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -292,13 +300,18 @@ class MinGRU(_RecurrentTrunk):
         return h
 
     def _layer_step(self, i: int, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        if self.scan == "fused" and not torch.is_grad_enabled():  # acting: one kernel per layer
+            y, h = mingru_scan.mingru_step(self.gates[i](x), x, state[0], self.options.skip)
+            return y, [h]
         a, b, p = self._coefficients(i, x)
         h = a * state[0] + b
         return self._out(x, h, p), [h]
 
     def _layer_sequence(self, i: int, x: Tensor, state: list[Tensor], keep: Tensor) -> Tensor:
+        if self.scan == "fused":
+            return mingru_scan.mingru_scan(self.gates[i](x), x, keep.squeeze(-1), state[0], self.options.skip)
         a, b, p = self._coefficients(i, x)  # [T, B, H] each, one matmul
-        if self.parallel:
+        if self.scan == "parallel":
             h = linear_scan(a * keep, b, state[0])
         else:
             hs, h_t = [], state[0]

@@ -50,6 +50,9 @@ def _const(value: int | float) -> object:
 BLOCK = 128
 """Worlds per program (one per thread at 4 warps)."""
 LANES = _const(BLOCK)
+SPAWN_BLOCK = 4
+"""Queued worlds per program of the spawn kernel (each scans its window as one 1,024-cell tile)."""
+SPAWN_LANES = _const(SPAWN_BLOCK)
 
 # -- constants inside the kernels ------------------------------------------------------------------
 GRASS = _const(C.GRASS)
@@ -214,40 +217,32 @@ def _st(p, off, v, live):
 def _spawn_cells(mp, mm, base, px, py, allowed, far: tl.constexpr, need, pick, FIND: tl.constexpr):
     """Over the cells at distance 4..13 (``far``: 10..13) from the player, inside the map, of a
     block in ``allowed`` (a bit mask of block types) and without a mob, row-major: their count,
-    and (``FIND``) the row and column of the ``pick``-th (0-based) of them. A window row's cells
-    are two 16-wide loads per lane."""
-    jj = tl.arange(0, 16)
-    count = tl.zeros_like(px)
+    and (``FIND``) the row and column of the ``pick``-th (0-based) of them. The whole 27 x 27
+    window is one [lanes, 32 x 32] tile: one round of loads, not one per window row (the scan's
+    latency is the spawn kernel's)."""
+    j = tl.arange(0, 1024)[None, :]
+    dx = j // 32 - 13
+    dy = j % 32 - 13
+    dist = tl.abs(dx) + tl.abs(dy)
+    window = (dist > 3) & (dist <= 13) & (dy <= 13) & (dx <= 13)
+    if far:
+        window = window & (dist > 9)
+    x = px[:, None] + dx
+    y = py[:, None] + dy
+    m = need[:, None] & window & (x >= 0) & (x < 64) & (y >= 0) & (y < 64)
+    idx = tl.minimum(tl.maximum(x, 0), 63) * 64 + tl.minimum(tl.maximum(y, 0), 63)
+    blk = tl.load(mp + base[:, None] + idx, mask=m, other=0).to(tl.int32)
+    m = m & (((allowed >> (blk & 31)) & 1) != 0)
+    mob = tl.load(mm + base[:, None] + idx, mask=m, other=1).to(tl.int32)  # only where the block fits
+    valid = m & (mob == 0)
+    v = valid.to(tl.int32)
+    count = tl.sum(v, axis=1)
     selx = tl.zeros_like(px)
     sely = tl.zeros_like(px)
-    for r in range(27):
-        dx = r - 13
-        x = px + dx
-        xin = (x >= 0) & (x < 64)
-        xc = tl.minimum(tl.maximum(x, 0), 63)
-        for h in range(2):
-            dy = jj + (16 * h - 13)
-            y = py[:, None] + dy[None, :]
-            dist = tl.abs(dy)[None, :] + tl.abs(dx)
-            window = (dist > 3) & (dist <= 13)
-            if far:
-                window = window & (dist > 9)
-            m = need[:, None] & window & xin[:, None] & (y >= 0) & (y < 64)
-            idx = xc[:, None] * 64 + y
-            blk = tl.load(mp + base[:, None] + idx, mask=m, other=0).to(tl.int32)
-            m = m & (((allowed >> (blk & 31)) & 1) != 0)
-            mob = tl.load(mm + base[:, None] + idx, mask=m, other=1).to(tl.int32)  # only where the block fits
-            valid = m & (mob == 0)
-            v = valid.to(tl.int32)
-            if FIND:
-                target = pick - count
-                cs = tl.cumsum(v, axis=1)
-                hit = valid & (cs == (target + 1)[:, None])
-                found = tl.sum(hit.to(tl.int32), axis=1) > 0
-                col = tl.sum(tl.where(hit, y, 0), axis=1)
-                selx = tl.where(found, x, selx)
-                sely = tl.where(found, col, sely)
-            count += tl.sum(v, axis=1)
+    if FIND:
+        hit = valid & (tl.cumsum(v, axis=1) == (pick + 1)[:, None])
+        selx = tl.sum(tl.where(hit, x, 0), axis=1)
+        sely = tl.sum(tl.where(hit, y, 0), axis=1)
     return count, selx, sely
 
 
@@ -1040,9 +1035,9 @@ def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, 
                   ts_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr):
     """The spawns the step left to a scan, for the worlds it queued: from the kind whose
     candidates failed (a scan now) on, the kinds in the reference's order."""
-    q = tl.program_id(0) * LANES + tl.arange(0, LANES)
+    q = tl.program_id(0) * SPAWN_LANES + tl.arange(0, SPAWN_LANES)
     count = tl.load(count_p)
-    if tl.program_id(0) * LANES < count:
+    if tl.program_id(0) * SPAWN_LANES < count:
         live = q < count
         ei = tl.load(queue_p + q, mask=live, other=0)
         e64 = ei.to(tl.int64)
@@ -1185,7 +1180,7 @@ class Step:
                 tables.far_dy]
 
     def _spawn(self, s: dict[str, Tensor], tables, u: Tensor, cand: Tensor, seed: Tensor, mode: int) -> None:
-        _spawn_kernel[_grid(self.n)](self.queue, self.queued, self.deferred, *_args(s, _SPAWN_KEYS),
+        _spawn_kernel[(triton.cdiv(self.n, SPAWN_BLOCK),)](self.queue, self.queued, self.deferred, *_args(s, _SPAWN_KEYS),
                                      tables.zombie_chance, tables.max_t, tables.window_dx, tables.window_dy,
                                      tables.far_dx, tables.far_dy, u, cand, seed, DRAWS=mode, num_warps=8)
 
