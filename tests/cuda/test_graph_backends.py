@@ -148,6 +148,28 @@ def test_snapshots_hash_the_same_tensors_every_iteration(agent: str, env: str) -
     assert first_difference(snaps, run_hashes(cfg, None, 6)) is None
 
 
+def test_snapshots_skip_scratch_and_name_no_addresses() -> None:
+    """Attributes a class lists in ``__scratch__`` are not hashed; a Craftax run (its reset pool
+    keeps a cache keyed by tensor addresses) names the same tensors in two fresh runs."""
+    from noeira.cuda.verify import _walk
+
+    class Holder:
+        __scratch__ = ("cache",)
+
+        def __init__(self) -> None:
+            self.state, self.cache = torch.zeros(2), {(id(self),): torch.ones(1)}
+
+    found: dict = {}
+    _walk(Holder(), "h", found, {}, 0)
+    assert list(found) == ["h.state"]
+    pytest.importorskip("craftax", reason="the Craftax env's tests need its reference installed")
+    cfg = resolve({"backend": "cpu", "agent": {"name": "ppo", "horizon": 4, "hidden_sizes": [16, 16]},
+                   "env": {"name": "craftax-classic", "num_envs": 8}, "run": {"seed": 0}})
+    a, b = run_hashes(cfg, None, 1), run_hashes(cfg, None, 1)
+    assert a[0].keys() == b[0].keys()
+    assert first_difference(a, b) is None
+
+
 # -- CUDA -------------------------------------------------------------------------------------
 
 @pytest.mark.cuda

@@ -155,6 +155,7 @@ class StatePool:
 
     _tables: dict[tuple[int, ...], tuple[Tensor, Tensor, Tensor]]
     """Device tables of the row copy, by the tensors' addresses (built once, outside captures)."""
+    __scratch__ = ("_tables",)  # a cache, not state (``noeira verify-graph`` skips it)
 
 
 @functools.cache

@@ -7,6 +7,8 @@ reachable from the agent's attributes (modules' parameters and buffers, rollout 
 buffers, containers and plain objects, a few levels deep), the states of its generators,
 the env's ``get_state()`` and tensor attributes (observation and step buffers, episode
 statistics, its generator), the learn metrics, and torch's default CPU / CUDA generators.
+Attributes a class names in ``__scratch__`` (caches keyed by addresses, scratch buffers whose
+contents are consumed within a step, in an order atomics choose) are not state and are skipped.
 
 The reference for ``device`` is the same compiled step without recording (fused kernels
 round differently from eager ones); for every other graph backend it is eager. When a
@@ -82,8 +84,9 @@ def _walk(obj: Any, name: str, out: dict[str, Tensor], seen: dict[int, Any], dep
         for f in attrs.fields(type(obj)):
             _walk(getattr(obj, f.name, None), f"{name}.{f.name}", out, seen, depth + 1)
     elif hasattr(obj, "__dict__") and not isinstance(obj, nn.Module):
+        skip = ("backend", "owner", *getattr(type(obj), "__scratch__", ()))
         for k, v in vars(obj).items():
-            if k not in ("backend", "owner"):
+            if k not in skip:
                 _walk(v, f"{name}.{k}", out, seen, depth + 1)
 
 

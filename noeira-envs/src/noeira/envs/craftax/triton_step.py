@@ -1165,6 +1165,8 @@ def _draw_args(draws: dict[str, Tensor] | None, seed: Tensor | None, write: bool
 class Step:
     """The step on the kernels for ``num_envs`` worlds, its buffers allocated once."""
 
+    __scratch__ = ("queue",)  # consumed within the step, in the order the atomics gave (verify-graph skips it)
+
     def __init__(self, num_envs: int, device: torch.device) -> None:
         self.n = num_envs
         self.partial = torch.zeros((triton.cdiv(num_envs, BLOCK), 25), dtype=torch.float64, device=device)
