@@ -138,7 +138,7 @@ class StatePool:
 
     def draw(self, mask: Tensor, into: Mapping[str, Tensor]) -> None:
         """Copy pool entries into the rows of ``into[key]`` ``[N, ...]`` where ``mask [N]`` is True."""
-        order = torch.cumsum(mask, 0) - 1  # the i-th ended env takes entry cursor + i
+        order = torch.cumsum(mask.long(), 0) - 1  # the i-th ended env takes entry cursor + i (int: no bool scan)
         src = (self.cursor + order) % self.size
         copy_rows = _triton_rows() if self.device.type == "cuda" else None
         if copy_rows is not None:

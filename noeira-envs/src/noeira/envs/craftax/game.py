@@ -501,7 +501,7 @@ def _spawn(s: dict[str, Tensor], t: Tables, mp: Tensor, mm: Tensor, px: Tensor, 
         count = cells.sum(1)
         go = (mask.sum(1) < mask.shape[1]) & (u[:, 11 + k] < chance) & (count > 0)
         pick = (u[:, 14 + k] * count).long().clamp(max=(count - 1).clamp(min=0))
-        j = (cells.cumsum(1) <= pick.unsqueeze(1)).sum(1).clamp(max=cells.shape[1] - 1)
+        j = (cells.long().cumsum(1) <= pick.unsqueeze(1)).sum(1).clamp(max=cells.shape[1] - 1)
         cx, cy = x.gather(1, j.unsqueeze(1)).squeeze(1), y.gather(1, j.unsqueeze(1)).squeeze(1)
         if cand is not None:
             wdx, wdy = (t.window_dx, t.window_dy) if far is None else (t.far_dx, t.far_dy)

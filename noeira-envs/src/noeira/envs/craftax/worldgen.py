@@ -130,7 +130,7 @@ def world_from_draws(draws: dict[str, Tensor]) -> dict[str, Tensor]:
     stone = flat == STONE
     count = stone.sum(1)
     pick = (u_pick * count).long().clamp(max=(count - 1).clamp(min=0))
-    j = (stone.cumsum(1) <= pick.unsqueeze(1)).sum(1).clamp(max=W * W - 1)
+    j = (stone.long().cumsum(1) <= pick.unsqueeze(1)).sum(1).clamp(max=W * W - 1)
     flat.scatter_(1, j.unsqueeze(1), torch.where(count > 0, DIAMOND, flat.gather(1, j.unsqueeze(1)).squeeze(1)).unsqueeze(1))
 
     s = empty_state(k, dev)
