@@ -144,6 +144,12 @@ def first_difference(a: list[Hashes], b: list[Hashes]) -> tuple[int, list[str]] 
     return None
 
 
+def _short(name: str, width: int = 160) -> str:
+    """``name`` cut to about ``width`` characters, its ``(only in ...)`` mark kept."""
+    stem, mark, side = name.partition(" (only in")
+    return name if len(stem) <= width else f"{stem[:width]}...{mark}{side}"
+
+
 def cmd_verify_graph(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     k = args.iterations
@@ -191,7 +197,7 @@ def cmd_verify_graph(args: argparse.Namespace) -> int:
     tag = f"[rank {rank}] " if world_size > 1 else ""
     phase = ("warm-up" if i < warmup else "recorded" if i == warmup else "replayed") if records else "eager"
     lines = [f"{tag}DIFFERENT at iteration {i + 1} ({phase}): {len(names)} of {len(ref[i])} tensors differ, first:"]
-    lines += [f"  {n if len(n) <= 160 else n[:150] + ' ... ' + n[-5:]}" for n in names[:10]]
+    lines += [f"  {_short(n)}" for n in names[:10]]
     unstable = [n for n in names if again[i].get(n.split(" (only in")[0]) != ref[i].get(n.split(" (only in")[0])]
     if unstable:
         lines.append(f"note: {len(unstable)} of these also differ between two {ref_name} runs ({unstable[0]} ...): the "
