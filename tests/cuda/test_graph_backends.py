@@ -170,6 +170,14 @@ def test_snapshots_skip_scratch_and_name_no_addresses() -> None:
     assert first_difference(a, b) is None
 
 
+def test_long_names_are_shortened_in_the_report() -> None:
+    from noeira.cuda.verify import _short
+
+    assert _short("agent.policy.weight") == "agent.policy.weight"
+    long = "env.pool." + "x" * 400 + " (only in graph)"
+    assert len(_short(long)) < 200 and _short(long).endswith("... (only in graph)")
+
+
 # -- CUDA -------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
