@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,15 @@ CALIBRATION = {
     "wrist_roll": {"id": 5, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095},
     "gripper": {"id": 6, "drive_mode": 0, "homing_offset": 0, "range_min": 2000, "range_max": 3000},
 }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_raises() -> None:
+    """A job that a non-interactive shell starts in the background begins with SIGINT ignored
+    (POSIX; ``nohup pytest &``, some CI runners), and Python then keeps it ignored: the Ctrl-C
+    tests need the interpreter's usual KeyboardInterrupt, in this process and the ones it starts."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
