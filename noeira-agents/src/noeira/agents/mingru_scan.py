@@ -119,33 +119,38 @@ def _kernels() -> tuple[Any, Any]:
     return forward, backward
 
 
+def _forward(g: Tensor, x: Tensor, keep: Tensor | None, h0: Tensor, mode: int) -> tuple[Tensor, Tensor]:
+    """The forward kernel over ``g [T, B, G*H]``: ``(hs, y)``, each ``[T, B, H]`` float32
+    (``keep`` None: no resets)."""
+    t, b, width = g.shape
+    hidden = h0.shape[-1]
+    hs = torch.empty(t, b, hidden, device=g.device, dtype=torch.float32)
+    y = torch.empty_like(hs)
+    forward, _ = _kernels()
+    forward[(-(-(b * hidden) // BLOCK),)](g, x, hs if keep is None else keep, h0, hs, y, t, b, H=hidden,
+                                          GATES=width // hidden, SKIP=mode, KEEP=keep is not None, BLOCK=BLOCK)
+    return hs, y
+
+
 class _MinGRUScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, g: Tensor, x: Tensor, keep: Tensor, h0: Tensor, skip: str) -> Tensor:
-        t, b, width = g.shape
-        h = h0.shape[-1]
-        gates, mode = width // h, SKIPS[skip]
         g, x, keep, h0 = g.contiguous(), x.contiguous(), keep.contiguous().float(), h0.contiguous().float()
-        hs = torch.empty(t, b, h, device=g.device, dtype=torch.float32)
-        y = torch.empty_like(hs)
-        forward, _ = _kernels()
-        grid = (-(-(b * h) // BLOCK),)
-        forward[grid](g, x, keep, h0, hs, y, t, b, H=h, GATES=gates, SKIP=mode, KEEP=True, BLOCK=BLOCK)
+        hs, y = _forward(g, x, keep, h0, SKIPS[skip])
         ctx.save_for_backward(g, x, keep, h0, hs)
-        ctx.mode, ctx.gates = mode, gates
+        ctx.mode, ctx.gates = SKIPS[skip], g.shape[-1] // h0.shape[-1]
         return y
 
     @staticmethod
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
         g, x, keep, h0, hs = ctx.saved_tensors
         t, b, h = hs.shape
-        dg, dx = torch.empty_like(g), torch.zeros_like(x)
-        dh0 = torch.empty_like(h0)
+        dg, dh0 = torch.empty_like(g), torch.empty_like(h0)
+        dx = torch.empty_like(x) if ctx.mode != 2 else None  # every element written (no skip: no dx)
         _, backward = _kernels()
-        grid = (-(-(b * h) // BLOCK),)
-        backward[grid](g, x, keep, h0, hs, dy.contiguous(), dg, dx, dh0, t, b, H=h, GATES=ctx.gates, SKIP=ctx.mode,
-                       BLOCK=BLOCK)
-        return dg, (dx if ctx.mode != 2 else None), None, dh0, None
+        backward[(-(-(b * h) // BLOCK),)](g, x, keep, h0, hs, dy.contiguous(), dg, dg if dx is None else dx, dh0, t,
+                                          b, H=h, GATES=ctx.gates, SKIP=ctx.mode, BLOCK=BLOCK)
+        return dg, dx, None, dh0, None
 
 
 @torch.no_grad()
@@ -153,13 +158,7 @@ def mingru_step(g: Tensor, x: Tensor, h: Tensor, skip: str = "highway") -> tuple
     """One step of one layer (acting, no gradient): ``g [B, G*H]``, ``x [B, H]``, the state
     ``h [B, H]`` -> ``(y, h')`` float32, the forward kernel's arithmetic at ``T = 1`` (so a
     rollout and its replay by :func:`mingru_scan` compute alike)."""
-    b, width = g.shape
-    hidden = h.shape[-1]
-    hs = torch.empty(1, b, hidden, device=g.device, dtype=torch.float32)
-    y = torch.empty_like(hs)
-    forward, _ = _kernels()
-    forward[(-(-(b * hidden) // BLOCK),)](g.contiguous(), x.contiguous(), hs, h.contiguous().float(), hs, y, 1, b,
-                                          H=hidden, GATES=width // hidden, SKIP=SKIPS[skip], KEEP=False, BLOCK=BLOCK)
+    hs, y = _forward(g.contiguous()[None], x.contiguous()[None], None, h.contiguous().float(), SKIPS[skip])
     return y[0], hs[0]
 
 
