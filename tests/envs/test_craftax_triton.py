@@ -105,11 +105,11 @@ def _aligned(n: int, dev: torch.device, obs: str):
     worlds about to die and some at the time limit."""
     a, b = _env(n, dev, kernel="torch", obs=obs, seed=3), _env(n, dev, kernel="triton", obs=obs, seed=3)
     st = a.get_state()
-    st["player_health"][:8] = 1
-    st["player_food"][:8] = 0
-    st["player_drink"][:8] = 0
-    st["player_recover"][:8] = -14.0
-    st["timestep"][8:12] = 9996
+    st["player_health"][:20] = 1  # more than a program's worth of worlds end in one step
+    st["player_food"][:20] = 0
+    st["player_drink"][:20] = 0
+    st["player_recover"][:20] = -14.0
+    st["timestep"][20:24] = 9996
     a.set_state(st)
     b.set_state(st)
     for key in a.pool.states:
@@ -125,14 +125,17 @@ def _aligned(n: int, dev: torch.device, obs: str):
 def test_env_step_on_the_kernels_equals_the_torch_env(device: str, kernel_device) -> None:
     """The env's whole step on the kernels (rules, time limit, episode sums, resets from the
     pool, observation and final observation) equals TensorEnv's on the torch step, given the
-    same variates, in both observation layouts."""
+    same variates, in both observation layouts. On the CPU the queue kernels (spawn scans, reset
+    observations) run as one program of other widths, which must walk its whole queue."""
     dev = kernel_device(device)
     cpu = dev.type == "cpu"
     n, steps = (64, 6) if cpu else (2048, 40)
     for obs in ("compact",) if cpu else ("compact", "symbolic"):
         a, b = _aligned(n, dev, obs)
+        if cpu:
+            b._triton.configure(spawn_per_sm=0, obs_per_sm=0, spawn_lanes=2, obs_lanes=8)
         g = torch.Generator(device=dev).manual_seed(0)
-        queued = 0
+        queued, most_spawns, most_done = 0, 0, 0
         for i in range(steps):
             action = torch.randint(0, 17, (n,), generator=g, device=dev)
             draws = game.sample_draws(n, g, dev)
@@ -140,6 +143,8 @@ def test_env_step_on_the_kernels_equals_the_torch_env(device: str, kernel_device
                 ra = a.step(action)
             rb = b._kernel_step(action, draws)
             queued += int(b._triton.queued)
+            most_spawns = max(most_spawns, int(b._triton.queued))
+            most_done = max(most_done, int(b._triton.done_count))
             for field in ("obs", "final_obs", "reward", "terminated", "truncated"):
                 x, y = getattr(ra, field), getattr(rb, field)
                 assert torch.equal(x, y), f"{obs}, step {i}: {field} differs"
@@ -149,6 +154,8 @@ def test_env_step_on_the_kernels_equals_the_torch_env(device: str, kernel_device
         sa, sb = a.pop_episode_stats(), b.pop_episode_stats()
         assert sa["count"].item() >= 12 and all(torch.equal(sa[k], sb[k]) for k in sa), (sa, sb)
         assert queued > 0, "no spawn left to the scan: the spawn kernel went untested"
+        assert most_done > b._triton.launch["obs_lanes"], "no step ended more worlds than a program takes"
+        assert not cpu or most_spawns > b._triton.launch["spawn_lanes"], "no step queued more scans than a program takes"
 
 
 @pytest.mark.parametrize("device", DEVICES)

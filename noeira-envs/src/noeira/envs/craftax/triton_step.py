@@ -11,15 +11,19 @@ the writes before them, as the torch code's sequence of in-place ops does.
 
 - :func:`game_step` is ``game.step`` (the rules alone, variates from ``draws`` or from the
   kernel's own Philox stream), for the parity tests.
-- :func:`env_step` adds what the env's ``step`` does around the rules (the time limit,
+- :meth:`Step.env` adds what the env's ``step`` does around the rules (the time limit,
   episode sums, the done flags) and writes the compact observation of the state reached
-  (:func:`noeira.envs.craftax.render.compact`); :func:`observe` writes the compact
-  observation of the current state (after resets), copying the reached one where the world
-  did not end; :func:`expand` turns compact observations into the 1,345 floats.
+  (:func:`noeira.envs.craftax.render.compact`) into ``final_obs`` and ``obs``;
+  :meth:`Step.observe_reset` then writes the observation of the worlds that ended and were
+  reset, from a queue the step kernel fills; :func:`observe` writes every world's;
+  :func:`expand` turns compact observations into the 1,345 floats.
 
-Spawning scans the 27 x 27 window around the player row by row (a row's 32 cells as one
-load); only worlds whose spawn draws pass (a free slot and ``u < chance``) take part, but
-a program scans when any of its lanes needs it.
+Rare work is queued, not branched on: the step kernel appends (one atomic per program) the
+worlds whose spawn candidates all failed and the worlds that ended; the spawn-scan and
+reset-observation kernels run a fixed grid of programs (a few per multiprocessor, so the
+launch is the same for every step and recordable) that walk their queue. The spawn scan reads
+the 27 x 27 window around the player as one tile. The observation kernels build each row as
+byte tiles, so a program's rows are written as contiguous bytes.
 
 Random variates in the kernel's own mode: Philox (``tl.rand``/``tl.randint``) keyed by a
 device seed the env advances every step, counter = world x 8 + call: the same
@@ -52,7 +56,8 @@ BLOCK = 128
 LANES = _const(BLOCK)
 SPAWN_BLOCK = 4
 """Queued worlds per program of the spawn kernel (each scans its window as one 1,024-cell tile)."""
-SPAWN_LANES = _const(SPAWN_BLOCK)
+OBS_BLOCK = 16
+"""Worlds per program of the observation kernels (each builds its rows as [16, 128] and [16, 32] tiles)."""
 
 # -- constants inside the kernels ------------------------------------------------------------------
 GRASS = _const(C.GRASS)
@@ -874,92 +879,66 @@ def _mob_codes(pos, mask, e64, live, px, py, i, SLOTS: tl.constexpr):
 
 
 @triton.jit
-def _flag(code0, code1, code2, cell):
-    """A kind's flag at a view cell: the ``on`` bit of the last of its slots written there."""
-    bit = tl.where((code0 >> 1) == cell, code0 & 1, 0)
-    bit = tl.where((code1 >> 1) == cell, code1 & 1, bit)
-    return tl.where((code2 >> 1) == cell, code2 & 1, bit)
+def _mob_bits(pos, mask, e64, live, px, py, SLOTS: tl.constexpr):
+    """A kind's flags over the 63 view cells as the bits of an int64: slot by slot, each slot's
+    ``on`` bit written at its cell (the last slot written there wins, as the reference's scatter)."""
+    bits = tl.zeros_like(px).to(tl.int64)
+    for i in tl.static_range(SLOTS):
+        code = _mob_codes(pos, mask, e64, live, px, py, i, SLOTS)
+        lands = code >= 0
+        cell = tl.where(lands, code >> 1, 0).to(tl.int64)
+        one = tl.full(cell.shape, 1, tl.int64) << cell
+        on = (code & 1).to(tl.int64) << cell
+        bits = tl.where(lands, (bits & (one ^ -1)) | on, bits)
+    return bits
 
 
 @triton.jit
-def _put_word(row, row2, w, word, live, TWO: tl.constexpr):
-    tl.store(row + w, word, mask=live)
-    if TWO:
-        tl.store(row2 + w, word, mask=live)
-
-
-@triton.jit
-def _block_byte(mp, base, px, py, cell, live):
-    """The block type of view cell ``cell`` (rows of 9), OUT_OF_BOUNDS off the map."""
-    x = px + (cell // 9 - 3)
-    y = py + (cell % 9 - 4)
-    return tl.load(mp + base + x * 64 + y, mask=live & _inb(x, y), other=OOB).to(tl.int32)
-
-
-@triton.jit
-def _write_compact(out_w, out2_w, e64, live, mp, base, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p,
+def _write_compact(out_p, out2_p, e64, live, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p,
                    inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, TWO: tl.constexpr):
-    """The compact observation (:func:`noeira.envs.craftax.render.compact`) of the lanes' state,
-    into ``out_w`` (and ``out2_w`` with ``TWO``; the observations viewed as int32 [N, 37]): each
-    lane packs its 148 bytes into 37 words, one store per word (bytes 0..62 blocks, 63..125 mob
-    flags, 126.. scalars)."""
+    """The compact observation (:func:`noeira.envs.craftax.render.compact`) of the lanes' state
+    into ``out_p`` (and ``out2_p`` with ``TWO``), [N, 148] uint8. Each lane's row is built as
+    tiles, so a program writes its rows as contiguous bytes: [lanes, 128] for bytes 0..127
+    (0..62 the view's blocks, 63..125 its mob flags, 126..127 inventory 0..1) and [lanes, 32]
+    for the 20 bytes after (inventory 2..11, health, food, drink, energy, direction, sleeping,
+    the light level's float32 bytes)."""
     px = _ld(ppos, e64 * 2, live)
     py = _ld(ppos, e64 * 2 + 1, live)
-    z0 = _mob_codes(zpos, zmask, e64, live, px, py, 0, 3)
-    z1 = _mob_codes(zpos, zmask, e64, live, px, py, 1, 3)
-    z2 = _mob_codes(zpos, zmask, e64, live, px, py, 2, 3)
-    c0 = _mob_codes(cpos, cmask, e64, live, px, py, 0, 3)
-    c1 = _mob_codes(cpos, cmask, e64, live, px, py, 1, 3)
-    c2 = _mob_codes(cpos, cmask, e64, live, px, py, 2, 3)
-    s0 = _mob_codes(spos, smask, e64, live, px, py, 0, 2)
-    s1 = _mob_codes(spos, smask, e64, live, px, py, 1, 2)
-    a0 = _mob_codes(apos, amask, e64, live, px, py, 0, 3)
-    a1 = _mob_codes(apos, amask, e64, live, px, py, 1, 3)
-    a2 = _mob_codes(apos, amask, e64, live, px, py, 2, 3)
-    row = out_w + e64 * (COMPACT // 4)
-    row2 = out2_w + e64 * (COMPACT // 4)
-    for w in range(15):  # bytes 0..59: blocks
-        word = tl.zeros_like(px)
-        for j in tl.static_range(4):
-            word = word | (_block_byte(mp, base, px, py, 4 * w + j, live) << (8 * j))
-        _put_word(row, row2, w, word, live, TWO)
-    word = _block_byte(mp, base, px, py, 60, live) | (_block_byte(mp, base, px, py, 61, live) << 8)
-    word = word | (_block_byte(mp, base, px, py, 62, live) << 16)
-    first = tl.zeros_like(px)  # view cell 0's flags: byte 63
-    flags = (_flag(z0, z1, z2, first) | (_flag(c0, c1, c2, first) << 1) | (_flag(s0, s1, s1, first) << 2)
-             | (_flag(a0, a1, a2, first) << 3))
-    _put_word(row, row2, 15, word | (flags << 24), live, TWO)
-    for w in range(16, 32):  # bytes 64..127: mob flags of cells 1..62, then inventory 0..1
-        word = tl.zeros_like(px)
-        for j in tl.static_range(4):
-            cell = tl.zeros_like(px) + (4 * w + j - 63)  # (two skeleton slots: s1 twice)
-            flags = (_flag(z0, z1, z2, cell) | (_flag(c0, c1, c2, cell) << 1) | (_flag(s0, s1, s1, cell) << 2)
-                     | (_flag(a0, a1, a2, cell) << 3))
-            inv = _ld(inv_p, e64 * 12 + (cell - 63), live & (cell >= 63)) & 255
-            word = word | (tl.where(cell < 63, flags, inv) << (8 * j))
-        _put_word(row, row2, w, word, live, TWO)
-    i2 = _ld(inv_p, e64 * 12 + 2, live) & 255
-    i3 = _ld(inv_p, e64 * 12 + 3, live) & 255
-    i4 = _ld(inv_p, e64 * 12 + 4, live) & 255
-    i5 = _ld(inv_p, e64 * 12 + 5, live) & 255
-    _put_word(row, row2, 32, i2 | (i3 << 8) | (i4 << 16) | (i5 << 24), live, TWO)
-    i6 = _ld(inv_p, e64 * 12 + 6, live) & 255
-    i7 = _ld(inv_p, e64 * 12 + 7, live) & 255
-    i8 = _ld(inv_p, e64 * 12 + 8, live) & 255
-    i9 = _ld(inv_p, e64 * 12 + 9, live) & 255
-    _put_word(row, row2, 33, i6 | (i7 << 8) | (i8 << 16) | (i9 << 24), live, TWO)
-    i10 = _ld(inv_p, e64 * 12 + 10, live) & 255
-    i11 = _ld(inv_p, e64 * 12 + 11, live) & 255
-    hp = _ld(health_p, e64, live) & 255
-    food = _ld(food_p, e64, live) & 255
-    _put_word(row, row2, 34, i10 | (i11 << 8) | (hp << 16) | (food << 24), live, TWO)
-    drink = _ld(drink_p, e64, live) & 255
-    energy = _ld(energy_p, e64, live) & 255
-    direction = _ld(pdir_p, e64, live) & 255
-    sleeping = _ld(sleep_p, e64, live) & 255
-    _put_word(row, row2, 35, drink | (energy << 8) | (direction << 16) | (sleeping << 24), live, TWO)
-    bits = tl.load(light_p + e64, mask=live, other=0.0).to(tl.int32, bitcast=True)
-    _put_word(row, row2, 36, bits, live, TWO)  # the light level's float32 bytes
+    zb = _mob_bits(zpos, zmask, e64, live, px, py, 3)[:, None]
+    cb = _mob_bits(cpos, cmask, e64, live, px, py, 3)[:, None]
+    sb = _mob_bits(spos, smask, e64, live, px, py, 2)[:, None]
+    ab = _mob_bits(apos, amask, e64, live, px, py, 3)[:, None]
+    lv = live[:, None]
+    e2 = e64[:, None]
+    b = tl.arange(0, 128)[None, :]
+    x = px[:, None] + (b // 9 - 3)
+    y = py[:, None] + (b % 9 - 4)
+    blk = tl.load(mp + e2 * 4096 + x * 64 + y, mask=lv & (b < 63) & _inb(x, y), other=OOB).to(tl.int32)
+    shift = tl.where((b >= 63) & (b < 126), b - 63, 0).to(tl.int64)
+    flags = (((zb >> shift) & 1) | (((cb >> shift) & 1) << 1) | (((sb >> shift) & 1) << 2)
+             | (((ab >> shift) & 1) << 3)).to(tl.int32)
+    inv01 = tl.load(inv_p + e2 * 12 + (b - 126), mask=lv & (b >= 126), other=0).to(tl.int32)
+    head = tl.where(b < 63, blk, tl.where(b < 126, flags, inv01)).to(tl.uint8)
+    row = e2 * COMPACT
+    tl.store(out_p + row + b, head, mask=lv)
+    if TWO:
+        tl.store(out2_p + row + b, head, mask=lv)
+    t = tl.arange(0, 32)[None, :]
+    inv = tl.load(inv_p + e2 * 12 + 2 + t, mask=lv & (t < 10), other=0).to(tl.int32)
+    hp = _ld(health_p, e64, live)[:, None]
+    food = _ld(food_p, e64, live)[:, None]
+    drink = _ld(drink_p, e64, live)[:, None]
+    energy = _ld(energy_p, e64, live)[:, None]
+    direction = _ld(pdir_p, e64, live)[:, None]
+    sleeping = _ld(sleep_p, e64, live)[:, None]
+    bits = tl.load(light_p + e64, mask=live, other=0.0).to(tl.int32, bitcast=True)[:, None]
+    light = (bits >> (tl.minimum(tl.maximum(t - 16, 0), 3) * 8))
+    tail = tl.where(t < 10, inv, tl.where(t == 10, hp, tl.where(t == 11, food, tl.where(t == 12, drink, tl.where(
+        t == 13, energy, tl.where(t == 14, direction, tl.where(t == 15, sleeping, light)))))))
+    tail = (tail & 255).to(tl.uint8)
+    tl.store(out_p + row + 128 + t, tail, mask=lv & (t < 20))
+    if TWO:
+        tl.store(out2_p + row + 128 + t, tail, mask=lv & (t < 20))
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -992,7 +971,7 @@ def _game_kernel(action_p, reward_p, term_p, queue_p, count_p,
 
 @triton.jit
 def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, len_p, partial_p, queue_p, count_p,
-                max_steps,
+                done_queue_p, done_count_p, max_steps,
                 mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
                 fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
                 plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
@@ -1028,16 +1007,20 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
     tl.store(term_p + e64, terminated.to(tl.int8), mask=live)
     tl.store(trunc_p + e64, truncated.to(tl.int8), mask=live)
     tl.store(done_p + e64, done.to(tl.int8), mask=live)
+    _enqueue(done_queue_p, done_count_p, e, done)  # the worlds whose reset observation is written after the reset
 
 
 @triton.jit
 def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, cpos, chp, cmask, spos, shp, smask,
-                  ts_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr):
+                  ts_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr,
+                  SL: tl.constexpr):
     """The spawns the step left to a scan, for the worlds it queued: from the kind whose
     candidates failed (a scan now) on, the kinds in the reference's order."""
-    q = tl.program_id(0) * SPAWN_LANES + tl.arange(0, SPAWN_LANES)
     count = tl.load(count_p)
-    if tl.program_id(0) * SPAWN_LANES < count:
+    # a fixed grid of programs walks the queue (a program per queued world would launch a
+    # program per world of the batch, nearly all of which find nothing to do)
+    for start in range(tl.program_id(0) * SL, count, tl.num_programs(0) * SL):
+        q = start + tl.arange(0, SL)
         live = q < count
         ei = tl.load(queue_p + q, mask=live, other=0)
         e64 = ei.to(tl.int64)
@@ -1069,19 +1052,27 @@ def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, 
 
 
 @triton.jit
-def _observe_kernel(out_p, out2_p, done_p, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, inv_p,
-                    zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, n, ONLY_DONE: tl.constexpr,
-                    TWO: tl.constexpr):
-    """The compact observation of the current state into ``out`` (and ``out2`` with ``TWO``);
-    with ``ONLY_DONE`` only for the worlds that ended this step."""
-    e = tl.program_id(0) * LANES + tl.arange(0, LANES)
+def _observe_kernel(out_p, out2_p, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, inv_p,
+                    zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, n, TWO: tl.constexpr,
+                    L: tl.constexpr):
+    """The compact observation of every world into ``out`` (and ``out2`` with ``TWO``), ``L`` per program."""
+    e = tl.program_id(0) * L + tl.arange(0, L)
     live = e < n
-    e64 = e.to(tl.int64)
-    if ONLY_DONE:
-        live = live & (tl.load(done_p + e64, mask=live, other=0) != 0)
-    if tl.max(live.to(tl.int32), axis=0) > 0:
-        _write_compact(out_p, out2_p, e64, live, mp, e64 * 4096, ppos, pdir_p, health_p, food_p, drink_p, energy_p,
-                       sleep_p, inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, TWO)
+    _write_compact(out_p, out2_p, e.to(tl.int64), live, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p,
+                   sleep_p, inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, TWO)
+
+
+@triton.jit
+def _observe_queue_kernel(queue_p, count_p, out_p, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p,
+                          inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, L: tl.constexpr):
+    """The compact observation of the worlds in the queue (those that ended and were reset)."""
+    count = tl.load(count_p)
+    for start in range(tl.program_id(0) * L, count, tl.num_programs(0) * L):
+        q = start + tl.arange(0, L)
+        live = q < count
+        e = tl.load(queue_p + q, mask=live, other=0)
+        _write_compact(out_p, out_p, e.to(tl.int64), live, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p,
+                       sleep_p, inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, False)
 
 
 @triton.jit
@@ -1143,6 +1134,14 @@ def _grid(n: int) -> tuple[int]:
     return (triton.cdiv(n, BLOCK),)
 
 
+def _queue_grid(n: int, lanes: int, device: torch.device, per_sm: int) -> tuple[int]:
+    """A fixed grid for a kernel that walks a queue of at most ``n`` worlds, ``lanes`` at a time:
+    ``per_sm`` programs per multiprocessor (0: one program), as the queue's length is known only
+    on the device."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
+    return (max(1, min(triton.cdiv(n, lanes), sms * per_sm)),)
+
+
 def _draw_args(draws: dict[str, Tensor] | None, seed: Tensor | None, write: bool,
                n: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor, Tensor, int]:
     """(u, dirs, cand, seed, mode) for the kernels: mode 1 reads ``draws`` (no ``cand``: no
@@ -1165,26 +1164,45 @@ def _draw_args(draws: dict[str, Tensor] | None, seed: Tensor | None, write: bool
 class Step:
     """The step on the kernels for ``num_envs`` worlds, its buffers allocated once."""
 
-    __scratch__ = ("queue",)  # consumed within the step, in the order the atomics gave (verify-graph skips it)
+    __scratch__ = ("queue", "done_queue")  # consumed within the step, in the order the atomics gave (verify-graph skips them)
 
     def __init__(self, num_envs: int, device: torch.device) -> None:
         self.n = num_envs
         self.partial = torch.zeros((triton.cdiv(num_envs, BLOCK), 25), dtype=torch.float64, device=device)
         self.done = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self.queue = torch.zeros(num_envs, dtype=torch.int32, device=device)
-        self.queued = torch.zeros(1, dtype=torch.int32, device=device)
+        self.done_queue = torch.zeros(num_envs, dtype=torch.int32, device=device)
+        self._counts = torch.zeros(2, dtype=torch.int32, device=device)  # zeroed by one launch a step
+        self.queued = self._counts[0:1]
         """How many worlds the last step queued for the spawn kernel."""
+        self.done_count = self._counts[1:2]
+        """How many worlds ended in the last step (listed in ``done_queue``)."""
         self.deferred = torch.zeros(num_envs, dtype=torch.int8, device=device)
         """The first kind each queued world left to the spawn kernel."""
+        self.launch = {"env_warps": 4, "spawn_lanes": SPAWN_BLOCK, "spawn_warps": 8, "spawn_per_sm": 8,
+                       "obs_lanes": OBS_BLOCK, "obs_warps": 4, "obs_per_sm": 16}
+        """Launch settings of the kernels (``benchmarks/craftax_kernels.py`` times alternatives)."""
+        self.configure()
+
+    def configure(self, **launch: int) -> None:
+        """Change launch settings (keys of :attr:`launch`); the results do not depend on them."""
+        unknown = set(launch) - set(self.launch)
+        if unknown:
+            raise ValueError(f"craftax triton step: unknown launch settings {sorted(unknown)}")
+        self.launch.update(launch)
+        c, dev = self.launch, self.queue.device
+        self._spawn_grid = _queue_grid(self.n, c["spawn_lanes"], dev, c["spawn_per_sm"])
+        self._observe_grid = _queue_grid(self.n, c["obs_lanes"], dev, c["obs_per_sm"])
 
     def _tables(self, tables) -> list:
         return [tables.light, tables.zombie_chance, tables.max_t, tables.window_dx, tables.window_dy, tables.far_dx,
                 tables.far_dy]
 
     def _spawn(self, s: dict[str, Tensor], tables, u: Tensor, cand: Tensor, seed: Tensor, mode: int) -> None:
-        _spawn_kernel[(triton.cdiv(self.n, SPAWN_BLOCK),)](self.queue, self.queued, self.deferred, *_args(s, _SPAWN_KEYS),
+        _spawn_kernel[self._spawn_grid](self.queue, self.queued, self.deferred, *_args(s, _SPAWN_KEYS),
                                      tables.zombie_chance, tables.max_t, tables.window_dx, tables.window_dy,
-                                     tables.far_dx, tables.far_dy, u, cand, seed, DRAWS=mode, num_warps=8)
+                                     tables.far_dx, tables.far_dy, u, cand, seed, DRAWS=mode,
+                                     SL=self.launch["spawn_lanes"], num_warps=self.launch["spawn_warps"])
 
     def game(self, s: dict[str, Tensor], action: Tensor, tables, draws: dict[str, Tensor] | None = None,
              seed: Tensor | None = None, write_draws: bool = False) -> tuple[Tensor, Tensor]:
@@ -1213,28 +1231,29 @@ class Step:
         caller resets the worlds that ended, then calls :meth:`observe_reset`."""
         n = self.n
         u, d, cand, seed_t, mode = _draw_args(draws, seed, False, n, action.device)
-        self.queued.zero_()
+        self._counts.zero_()
         _env_kernel[_grid(n)](action, reward, terminated.view(torch.int8), truncated.view(torch.int8),
                               self.done.view(torch.int8), elapsed, episode_return, episode_length, self.partial,
-                              self.queue, self.queued, max_steps, *_args(s, _STATE_KEYS), *self._tables(tables), u, d,
-                              cand, seed_t, self.deferred, n, DRAWS=mode, num_warps=4)
+                              self.queue, self.queued, self.done_queue, self.done_count, max_steps,
+                              *_args(s, _STATE_KEYS), *self._tables(tables), u, d, cand, seed_t, self.deferred, n,
+                              DRAWS=mode, num_warps=self.launch["env_warps"])
         self._spawn(s, tables, u, cand, seed_t, mode)
-        _observe_kernel[_grid(n)](final.view(torch.int32), obs.view(torch.int32), self.done.view(torch.int8),
-                                  *_args(s, _OBS_KEYS), n, ONLY_DONE=False, TWO=True, num_warps=4)
+        lanes = self.launch["obs_lanes"]
+        _observe_kernel[(triton.cdiv(n, lanes),)](final, obs, *_args(s, _OBS_KEYS), n, TWO=True, L=lanes,
+                                                  num_warps=self.launch["obs_warps"])
         return self.partial
 
     def observe_reset(self, s: dict[str, Tensor], obs: Tensor) -> None:
         """The compact observation of the worlds that ended (and were reset) into ``obs``."""
-        w = obs.view(torch.int32)
-        _observe_kernel[_grid(self.n)](w, w, self.done.view(torch.int8), *_args(s, _OBS_KEYS), self.n, ONLY_DONE=True,
-                                       TWO=False, num_warps=4)
+        _observe_queue_kernel[self._observe_grid](self.done_queue, self.done_count, obs, *_args(s, _OBS_KEYS),
+                                                  L=self.launch["obs_lanes"], num_warps=self.launch["obs_warps"])
 
 
 def observe(s: dict[str, Tensor], out: Tensor) -> None:
     """The compact observation of every world into ``out`` [N, 148] uint8."""
     n = out.shape[0]
-    w = out.view(torch.int32)
-    _observe_kernel[_grid(n)](w, w, w, *_args(s, _OBS_KEYS), n, ONLY_DONE=False, TWO=False, num_warps=4)
+    _observe_kernel[(triton.cdiv(n, OBS_BLOCK),)](out, out, *_args(s, _OBS_KEYS), n, TWO=False, L=OBS_BLOCK,
+                                                  num_warps=4)
 
 
 def expand(code: Tensor, out: Tensor, tenths: Tensor) -> None:
