@@ -339,6 +339,63 @@ def test_truncation_bootstraps_from_final_obs_value() -> None:
     torch.testing.assert_close(buf.next_values()[3], buf.values[4])  # not done: the next row's value
 
 
+def _bootstrap_run(env_name: str, bootstrap: str, env_kw: dict, agent_kw: dict, iterations: int = 4):
+    torch.manual_seed(0)
+    env = make_env(env_name, num_envs=4, backend="cpu", seed=0, **env_kw)
+    agent = make_agent("ppo", env, bootstrap=bootstrap, **agent_kw)
+    env.reset(seed=0)
+    if env_name == "craftax-classic":  # two worlds near the time limit: truncations inside the rollout
+        st = env.get_state()
+        st["timestep"][:2] = torch.tensor([9993, 9995])
+        env.set_state(st)
+    rows = []
+    for _ in range(iterations):
+        agent.collect(env)
+        buf = agent.rollout.buf
+        used = buf.truncated.clone()
+        used[-1] = True  # the last row's bootstrap is read everywhere
+        rows.append((used, buf.final_values.clone(), buf.truncated.clone()))
+        agent.learn()
+    return agent, rows
+
+
+@pytest.mark.parametrize(("env_name", "env_kw", "agent_kw"), [
+    ("pendulum", {"max_episode_steps": 9}, {"horizon": 7}),
+    ("pendulum", {"max_episode_steps": 9}, {"horizon": 7, "network": "mingru", "hidden_sizes": [8, 8]}),
+    ("craftax-classic", {"obs": "compact", "kernel": "torch"},
+     {"horizon": 6, "network": "mingru", "hidden_sizes": [16], "num_minibatches": 2}),
+])
+def test_bootstrap_at_end_is_every_step_bit_for_bit(env_name: str, env_kw: dict, agent_kw: dict) -> None:
+    """Valuing truncated episodes once at the end of the rollout (bootstrap=auto resolves to it
+    where the env truncates only at a time limit of at least horizon steps) gives the values
+    every-step computes wherever an estimator reads them, so training is bit for bit the same
+    (feed-forward, recurrent, and an Encoded observation kept as its code)."""
+    if env_name == "craftax-classic":
+        pytest.importorskip("noeira.envs.craftax")
+    a, rows_a = _bootstrap_run(env_name, "every-step", env_kw, agent_kw)
+    b, rows_b = _bootstrap_run(env_name, "auto", env_kw, agent_kw)
+    assert not a.rollout.bootstrap_at_end and b.rollout.bootstrap_at_end
+    truncated_inside = 0
+    for (used, va, ta), (_, vb, tb) in zip(rows_a, rows_b, strict=True):
+        assert torch.equal(ta, tb)
+        assert torch.equal(va[used], vb[used])
+        truncated_inside += int(ta[:-1].sum())
+    assert truncated_inside >= 2, "no truncation before a rollout's last row: the at-end path went untested"
+    for (name, pa), pb in zip(a.rollout.policy.state_dict().items(), b.rollout.policy.state_dict().values(),
+                              strict=True):
+        assert torch.equal(pa, pb), name
+
+
+def test_bootstrap_choice() -> None:
+    env = make_env("pendulum", num_envs=2, backend="cpu", seed=0, max_episode_steps=5)
+    assert not make_agent("ppo", env, horizon=7).rollout.bootstrap_at_end  # a limit shorter than a rollout
+    assert make_agent("ppo", env, horizon=5).rollout.bootstrap_at_end
+    with pytest.raises(ConfigError, match="agent.bootstrap: 'at-end' needs"):
+        make_agent("ppo", env, horizon=7, bootstrap="at-end")
+    with pytest.raises(ConfigError, match="agent.bootstrap: must be"):
+        make_agent("ppo", env, bootstrap="lazy")
+
+
 def test_config_errors_and_docs() -> None:
     env = make_env("cartpole", num_envs=4, backend="cpu", seed=0)
     with pytest.raises(ConfigError, match="agent.advantage"):

@@ -29,7 +29,8 @@ from noeira.agents.rollout import RewardScaler, Rollout
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
 
-__all__ = ["ActorCriticRollout", "anneal_factor", "explained_variance", "schedule", "segment_minibatches"]
+__all__ = ["ActorCriticRollout", "anneal_factor", "bootstrap_at_end", "explained_variance", "schedule",
+           "segment_minibatches"]
 
 
 class ActorCriticRollout:
@@ -62,6 +63,13 @@ class ActorCriticRollout:
         self.state: PolicyState = None if init is None else init.clone()
         self.starts = torch.ones(n, dtype=torch.bool, device=dev)
         self.steps_done = torch.zeros((), dtype=torch.float64, device=dev)
+        # the bootstrap through truncation: valued at the end of the rollout from what the
+        # truncated envs reached (their final observation, as stored, and the policy state)
+        self.bootstrap_at_end = bootstrap_at_end(cfg.bootstrap, spec, horizon)
+        if self.bootstrap_at_end:
+            shape, dtype = ((space.shape, space.dtype) if self.store_code else ((self.policy.obs_dim,), torch.float32))
+            self.truncated_obs = torch.zeros((n, *shape), dtype=dtype, device=dev)
+            self.truncated_state: PolicyState = None if init is None else torch.zeros_like(init)
 
     def make_optimizer(self, name: str, lr: float, **options: Any) -> torch.optim.Optimizer:
         """The optimizer ``name`` over the parameters the precision trains (the float32 masters
@@ -111,10 +119,13 @@ class ActorCriticRollout:
 
             step = env.step(policy.head.to_env(action))
             done = step.terminated | step.truncated
-            # V(final_obs) for every env (no data-dependent branch); used where truncated. A
-            # recurrent critic reads it with the state the episode reached.
-            with self.autocast():
-                buf.final_values[t] = policy.value(policy.observe(step.final_obs), state)
+            # V(final_obs), read where truncated (and in the last row, the bootstrap of the
+            # segment). A recurrent critic reads it with the state the episode reached.
+            if self.bootstrap_at_end and t < self.horizon - 1:
+                self._keep_truncated(step.truncated, step.final_obs, state)
+            else:
+                with self.autocast():
+                    buf.final_values[t] = policy.value(policy.observe(step.final_obs), state)
             reward = step.reward.float()
             if self.reward_clamp > 0:
                 reward = reward.clamp(-self.reward_clamp, self.reward_clamp)
@@ -126,9 +137,31 @@ class ActorCriticRollout:
             buf.dones[t] = done
             self.starts.copy_(done)
             obs = step.obs
+        if self.bootstrap_at_end:
+            self._value_truncated()
         if self.state is not None:
             self.state.copy_(state)
         self.steps_done += self.steps_per_collect
+
+    def _keep_truncated(self, truncated: Tensor, final_obs: Tensor, state: PolicyState) -> None:
+        """Keep what the envs truncated in this step reached (each truncates at most once a rollout)."""
+        obs = final_obs if self.store_code else self.policy.observe(final_obs)  # normalised now, as every-step
+        keep = truncated.view(-1, *([1] * (obs.dim() - 1)))
+        torch.where(keep, obs, self.truncated_obs, out=self.truncated_obs)
+        if state is not None:
+            if self.truncated_state.dtype != state.dtype:  # a network whose state is not float32 (metadata: no sync)
+                self.truncated_state = torch.zeros_like(state)
+            torch.where(truncated.view(1, -1, *([1] * (state.dim() - 2))), state, self.truncated_state,
+                        out=self.truncated_state)
+
+    def _value_truncated(self) -> None:
+        """``final_values`` of the rows before the last where an env truncated: one critic pass
+        over what each env kept (0 in the rows not truncated, which no estimator reads)."""
+        x = self.policy.observe(self.truncated_obs) if self.store_code else self.truncated_obs
+        with self.autocast():
+            v = self.policy.value(x, self.truncated_state)
+        rows = self.buf.final_values[:-1]
+        torch.where(self.buf.truncated[:-1], v, torch.zeros((), device=v.device), out=rows)
 
     def evaluate(self, idx: Tensor, segments: bool) -> tuple[Tensor, Tensor, Tensor]:
         """The stored actions under the current weights: ``(log_prob, entropy, value)``, flat.
@@ -176,6 +209,19 @@ class ActorCriticRollout:
         self.steps_done.copy_(torch.as_tensor(state["steps_done"]))
         gen = state["generator"]
         self.generator.set_state(gen.cpu() if isinstance(gen, Tensor) else gen)
+
+
+def bootstrap_at_end(choice: str, spec: EnvSpec, horizon: int) -> bool:
+    """``agent.bootstrap`` resolved: whether truncated episodes are valued at the end of the
+    rollout (see ``ActorCriticConfig.bootstrap``)."""
+    if choice not in ("auto", "every-step", "at-end"):
+        raise ConfigError(f"agent.bootstrap: must be 'auto', 'every-step' or 'at-end', got {choice!r}")
+    exact = bool(spec.truncates_at_limit_only) and spec.max_episode_steps is not None and (
+        spec.max_episode_steps >= horizon)
+    if choice == "at-end" and not exact:
+        raise ConfigError(f"agent.bootstrap: 'at-end' needs an env that truncates only at a time limit of at least "
+                          f"horizon ({horizon}) steps; {spec.name!r} does not promise that (use 'every-step' or 'auto')")
+    return exact and choice != "every-step"
 
 
 def anneal_factor(progress: Tensor) -> Tensor:

@@ -60,6 +60,13 @@ class ActorCriticConfig:
     step; losses, advantages and returns stay float32."""
     bf16: bool = False
     """Older spelling of precision=bf16 (true overrides precision)."""
+    bootstrap: str = "auto"
+    """When the critic values the observation a truncated episode reached (the bootstrap
+    through a time limit, V(final_obs)): every-step: every env's final observation after each
+    step (one more critic pass per step); at-end: the truncated envs' final observations and
+    recurrent states are kept and valued in one pass at the end of the rollout, the same
+    numbers, exact when an env truncates at most once per rollout; auto: at-end where the env
+    promises that (it truncates only at a time limit of at least horizon steps), else every-step."""
 
 
 def precision_of(cfg: ActorCriticConfig) -> str:

@@ -97,6 +97,10 @@ class EnvSpec:
     device: torch.device
     max_episode_steps: int | None = None
     capture_safe: bool = False
+    truncates_at_limit_only: bool = False
+    """``truncated`` is set only by the time limit: where an episode reaches ``max_episode_steps``
+    steps (TensorEnv's rule), so an env truncates at most once in any ``max_episode_steps``
+    consecutive steps. An on-policy agent may then value truncated episodes once per rollout."""
 
 
 @runtime_checkable

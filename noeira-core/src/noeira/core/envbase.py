@@ -214,6 +214,9 @@ class TensorEnv:
     name: str = "env"
     episode_stat_keys: tuple[str, ...] = ()
     """Extra per-episode statistics this env reports (see :meth:`_episode_values`)."""
+    truncates_at_limit_only: bool = True
+    """:meth:`step` truncates only at ``max_episode_steps`` (a subclass that truncates for other
+    reasons sets this False; see ``EnvSpec.truncates_at_limit_only``)."""
 
     def __init__(
         self,
@@ -295,6 +298,7 @@ class TensorEnv:
             device=self.device,
             max_episode_steps=self.max_episode_steps,
             capture_safe=self.capture_safe,
+            truncates_at_limit_only=self.truncates_at_limit_only,
         )
 
     @property
