@@ -181,15 +181,18 @@ RECIPES: RecipeTables = {
                   "target_update_interval": 250, "gamma": 0.99, "loss": "huber", "double": False},
         "run": {"total_steps": 50_000, "log_interval": 250},
     }},
-    # MountainCar-v0: rl-baselines3-zoo hyperparams/dqn.yml (lr 4e-3, batch 128, buffer 1e4, 1,000 steps
-    # of warm-up, gamma 0.98, target update every 5,000 env steps, 8 updates per 16 steps, epsilon to
-    # 0.07 over 20% of 1.2e5 steps, [256, 256], SB3's Huber loss, no double-Q); 16 envs x 8 updates.
-    # Not solved on the 2-core CPU: seed 0 never reached the flag (-200 throughout, final eval -200).
+    # MountainCar-v0: rl-baselines3-zoo hyperparams/dqn.yml (lr 4e-3, batch 128, buffer 1e4, 1,000 steps of
+    # warm-up, gamma 0.98, target update every 600 env steps, 8 updates per 16 steps, epsilon to 0.07 over
+    # 20% of 1.2e5 steps, [256, 256], SB3's Huber loss, no double-Q); 16 envs x 8 updates, the target
+    # copied every 300 updates. Not solved on the 2-core CPU: seed 0 never reached the flag (training
+    # return -200 throughout, final eval -200, 124 s); so did the zoo's older target interval (2,500
+    # updates) and, stopped at 80k steps, double-Q with epsilon to 0 over 4,000 steps. Epsilon-greedy
+    # does not find the flag here; that needs other exploration (a longer budget, noisy nets, counts).
     "mountaincar": {"*": {
         "env": {"num_envs": 16},
         "agent": {"learning_rate": 4e-3, "hidden": [256, 256], "batch_size": 128, "buffer_size": 10_000,
                   "learning_starts": 1_000, "exploration_steps": 24_000, "epsilon_end": 0.07, "updates_per_step": 8,
-                  "target_update_interval": 2_500, "gamma": 0.98, "loss": "huber", "double": False},
+                  "target_update_interval": 300, "gamma": 0.98, "loss": "huber", "double": False},
         "run": {"total_steps": 120_000, "log_interval": 250},
     }},
     "*": {"*": {"run": {"total_steps": 500_000, "log_interval": 250}}},
