@@ -217,7 +217,29 @@ def _st(p, off, v, live):
     tl.store(p + off, v.to(p.dtype.element_ty), mask=live)
 
 
+@triton.jit
+def _mark_path(pr_p, e64, idx, made):
+    """``state.path_regions``: set the region bit of cell ``idx`` where ``made`` (it became path)."""
+    bit = ((idx >> 9) * 8 + ((idx & 63) >> 3)).to(tl.int64)
+    old = tl.load(pr_p + e64, mask=made, other=0)
+    tl.store(pr_p + e64, old | (tl.full(bit.shape, 1, tl.int64) << bit), mask=made)
+
+
 # -- spawning --------------------------------------------------------------------------------------
+@triton.jit
+def _no_path_near(pr_p, e64, live, px, py):
+    """The lanes none of whose 8 x 8 map regions around the spawn window (the 27 x 27 square on
+    the player, inside the map) may hold a path cell (``state.path_regions``): no skeleton can
+    spawn there, and the window needs no scan."""
+    x0 = tl.maximum(px - 13, 0) >> 3
+    x1 = tl.minimum(px + 13, 63) >> 3
+    y0 = tl.maximum(py - 13, 0) >> 3
+    y1 = tl.minimum(py + 13, 63) >> 3
+    cols = ((1 << (y1 + 1)) - (1 << y0)).to(tl.int64)  # the regions' columns y0..y1 as bits of a row
+    window = tl.zeros_like(cols)
+    for r in tl.static_range(8):
+        window = window | tl.where((x0 <= r) & (r <= x1), cols << (8 * r), 0)
+    return (tl.load(pr_p + e64, mask=live, other=0) & window) == 0
 @triton.jit
 def _spawn_cells(mp, mm, base, px, py, allowed, far: tl.constexpr, need, pick, FIND: tl.constexpr):
     """Over the cells at distance 4..13 (``far``: 10..13) from the player, inside the map, of a
@@ -291,14 +313,15 @@ def _candidates(mp, mm, base, px, py, need, allowed, wdx, wdy, WSIZE: tl.constex
 @triton.jit
 def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, allowed, far: tl.constexpr,
            full_health, u_go, u_pick, chance, wdx, wdy, WSIZE: tl.constexpr, cand_p, seed, ei, kind: tl.constexpr,
-           DRAWS: tl.constexpr, CANDIDATES: tl.constexpr, SCAN: tl.constexpr, tried):
+           DRAWS: tl.constexpr, CANDIDATES: tl.constexpr, SCAN: tl.constexpr, tried, nothing):
     """One kind's spawn for the ``active`` lanes: where it has a free slot and its draw is under
     ``chance``, on its first free candidate cell (``CANDIDATES``, skipped for the lanes in
     ``tried``, whose candidates failed already), else (``SCAN``) on the ``floor(u_pick * count)``-th
     free cell of its window; then the first free slot's cell (slot 0's when all are taken)
     enters ``mob_map`` if that slot is alive (the reference's bookkeeping, quirk included).
-    Returns the lanes that would spawn but found no candidate (``SCAN`` off: they are deferred,
-    nothing of this kind done for them)."""
+    Lanes in ``nothing`` are known to have no cell of the kind in the window: they spawn nothing
+    without a scan. Returns the lanes that would spawn but found no candidate (``SCAN`` off: they
+    are deferred, nothing of this kind done for them)."""
     taken = tl.zeros_like(px)
     slot = tl.zeros_like(px) + SLOTS  # the first free slot, SLOTS while none
     for i in tl.static_range(SLOTS):
@@ -314,7 +337,7 @@ def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, 
     if CANDIDATES:
         found, cx, cy = _candidates(mp, mm, base, px, py, need & _not(tried), allowed, wdx, wdy, WSIZE, cand_p, seed,
                                     ei, e, kind, DRAWS)
-    rest = need & _not(found)
+    rest = need & _not(found) & _not(nothing)
     go = found
     if SCAN:
         if tl.max(rest.to(tl.int32), axis=0) > 0:
@@ -368,7 +391,7 @@ def _attack(pos, hp, mask, e, SLOTS: tl.constexpr, bx, by, do, damage, live):
 def _rules(e, live, action_p,
            mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
            fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-           plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+           plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
            u_p, dirs_p, cand_p, seed_p, deferred_p, DRAWS: tl.constexpr):
     """The whole step for the lanes ``e`` (``live`` inside num_envs), in place, but for the spawns
     that need a scan of the window; returns (reward float32, terminated, the achievements bits,
@@ -560,6 +583,7 @@ def _rules(e, live, action_p,
     mined = got_stone | got_coal | got_iron | got_diamond
     new_block = tl.where(got_tree, GRASS, tl.where(mined, PATH, tl.where(got_ripe, PLANT, block)))
     _st(mp, base + bidx, new_block, live & bok)
+    _mark_path(pr_p, e64, bidx, live & bok & mined)
     i_wood += got_tree.to(tl.int32)
     i_stone += got_stone.to(tl.int32)
     i_coal += got_coal.to(tl.int32)
@@ -746,6 +770,7 @@ def _rules(e, live, action_p,
         hit = on_player & alive
         breaks = alive & ((blk == FURNACE) | (blk == TABLE))
         _st(mp, base + idx, tl.zeros_like(px) + PATH, live & ok & breaks)
+        _mark_path(pr_p, e64, idx, live & ok & breaks)
         health -= 2 * hit.to(tl.int32)
         sleeping = sleeping & _not(hit)
         _st(amask, o, (_inb(x, y) & _not(blocked) & alive).to(tl.int32), live)
@@ -759,14 +784,16 @@ def _rules(e, live, action_p,
     if DRAWS == 1:
         seed = 0
     nope = px < -1000
+    no_path = _no_path_near(pr_p, e64, live, px, py)
     d_cow = _spawn(mp, mm, base, px, py, live, cpos, chp, cmask, e64, 3, COW_BLOCKS, False, COW_HEALTH, u11, u14,
-                   COW_CHANCE, wdx, wdy, 340, cand_p, seed, e, 0, DRAWS, True, False, nope)
+                   COW_CHANCE, wdx, wdy, 340, cand_p, seed, e, 0, DRAWS, True, False, nope, nope)
     d_zombie = _spawn(mp, mm, base, px, py, live & _not(d_cow), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS, True,
-                      ZOMBIE_HEALTH, u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, e, 1, DRAWS, True, False, nope)
+                      ZOMBIE_HEALTH, u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, e, 1, DRAWS, True, False, nope,
+                      nope)
     queued = d_cow | d_zombie
     d_skeleton = _spawn(mp, mm, base, px, py, live & _not(queued), spos, shp, smask, e64, 2, SKELETON_BLOCKS, True,
                         SKELETON_HEALTH, u13, u16, SKELETON_CHANCE, fdx, fdy, 184, cand_p, seed, e, 2, DRAWS, True,
-                        False, nope)
+                        False, nope, no_path)
     queued = queued | d_skeleton
     _st(deferred_p, e64, tl.where(d_cow, 0, tl.where(d_zombie, 1, 2)), queued)
 
@@ -955,14 +982,14 @@ def _enqueue(queue_p, count_p, e, queued):
 def _game_kernel(action_p, reward_p, term_p, queue_p, count_p,
                  mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
                  fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-                 plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+                 plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
                  u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
     e = tl.program_id(0) * LANES + tl.arange(0, LANES)
     live = e < n
     reward, terminated, _ach, queued = _rules(
         e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
         thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
+        plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
         cand_p, seed_p, deferred_p, DRAWS)
     tl.store(reward_p + e, reward, mask=live)
     tl.store(term_p + e, terminated.to(tl.int8), mask=live)
@@ -974,7 +1001,7 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
                 done_queue_p, done_count_p, max_steps,
                 mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
                 fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-                plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+                plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
                 u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
     pid = tl.program_id(0)
     e = pid * LANES + tl.arange(0, LANES)
@@ -983,7 +1010,7 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
     reward, terminated, ach, queued = _rules(
         e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
         thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
+        plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
         cand_p, seed_p, deferred_p, DRAWS)
     _enqueue(queue_p, count_p, e, queued)
     # what TensorEnv.step keeps around the rules: the time limit (only for worlds still alive),
@@ -1012,7 +1039,7 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
 
 @triton.jit
 def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, cpos, chp, cmask, spos, shp, smask,
-                  ts_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr,
+                  ts_p, pr_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr,
                   SL: tl.constexpr):
     """The spawns the step left to a scan, for the worlds it queued: from the kind whose
     candidates failed (a scan now) on, the kinds in the reference's order."""
@@ -1043,12 +1070,14 @@ def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, 
         px = _ld(ppos, e64 * 2, live)
         py = _ld(ppos, e64 * 2 + 1, live)
         chance_zombie = tl.load(zchance_table + tl.minimum(_ld(ts_p, e64, live) - 1, max_t), mask=live, other=0.0)
+        nope = px < -1000
         _spawn(mp, mm, base, px, py, live & (first == 0), cpos, chp, cmask, e64, 3, COW_BLOCKS, False, COW_HEALTH,
-               u11, u14, COW_CHANCE, wdx, wdy, 340, cand_p, seed, ei, 0, DRAWS, False, True, first == 0)
+               u11, u14, COW_CHANCE, wdx, wdy, 340, cand_p, seed, ei, 0, DRAWS, False, True, first == 0, nope)
         _spawn(mp, mm, base, px, py, live & (first <= 1), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS, True, ZOMBIE_HEALTH,
-               u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, ei, 1, DRAWS, True, True, first == 1)
+               u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, ei, 1, DRAWS, True, True, first == 1, nope)
         _spawn(mp, mm, base, px, py, live, spos, shp, smask, e64, 2, SKELETON_BLOCKS, True, SKELETON_HEALTH, u13, u16,
-               SKELETON_CHANCE, fdx, fdy, 184, cand_p, seed, ei, 2, DRAWS, True, True, first == 2)
+               SKELETON_CHANCE, fdx, fdy, 184, cand_p, seed, ei, 2, DRAWS, True, True, first == 2,
+               _no_path_near(pr_p, e64, live, px, py))
 
 
 @triton.jit
@@ -1110,10 +1139,10 @@ _STATE_KEYS = ("map", "mob_map", "player_position", "player_direction", "player_
                "zombies.attack_cooldown", "cows.position", "cows.health", "cows.mask", "skeletons.position",
                "skeletons.health", "skeletons.mask", "skeletons.attack_cooldown", "arrows.position", "arrows.mask",
                "arrow_directions", "growing_plants_positions", "growing_plants_age", "growing_plants_mask",
-               "light_level", "achievements", "timestep")
+               "light_level", "achievements", "timestep", "path_regions")
 _SPAWN_KEYS = ("map", "mob_map", "player_position", "zombies.position", "zombies.health", "zombies.mask",
                "cows.position", "cows.health", "cows.mask", "skeletons.position", "skeletons.health", "skeletons.mask",
-               "timestep")
+               "timestep", "path_regions")
 _OBS_KEYS = ("map", "player_position", "player_direction", "player_health", "player_food", "player_drink",
              "player_energy", "is_sleeping", "inventory", "zombies.position", "zombies.mask", "cows.position",
              "cows.mask", "skeletons.position", "skeletons.mask", "arrows.position", "arrows.mask", "light_level")
