@@ -16,12 +16,11 @@ Needs CUDA (on a CPU the kernels run only in Triton's interpreter).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
+from _meta import commit
 
 VARIANTS = {
     "env": [{"env_warps": w} for w in (4, 2, 8)],
@@ -30,13 +29,6 @@ VARIANTS = {
     "obs": [{"obs_lanes": lanes, "obs_warps": w} for lanes, w in ((16, 4), (16, 2), (8, 2), (32, 4), (32, 8), (64, 8))],
 }
 
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> int:
@@ -63,7 +55,7 @@ def main() -> int:
         env.step(actions[i % 16])
         queued += float(step.queued) / 50
         done += float(step.done_count) / 50
-    print(f"craftax-classic kernels, {n:,} envs, {torch.cuda.get_device_name()}, commit {_commit()}")
+    print(f"craftax-classic kernels, {n:,} envs, {torch.cuda.get_device_name()}, commit {commit()}")
     print(f"per step: {queued:,.0f} worlds queued for a spawn scan ({queued / n:.2%}), {done:,.0f} reset ({done / n:.2%})")
     print(f"{'group':<6} {'setting':<58} {'steps/s':>10} {'ms/step':>8}")
     groups = [x for x in (args.only.split(",") if args.only else VARIANTS) if x]

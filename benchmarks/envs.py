@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from _meta import commit
 from gymnasium.vector import AutoresetMode
 from rich.console import Console
 from rich.table import Table
@@ -124,13 +124,6 @@ def _fmt(x: float | None) -> str:
     return f"{x:.0f}"
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=False).stdout.strip()
-    except OSError:
-        return ""
-
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -201,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['speedup']:.1f}x" if r["speedup"] else "-")
     console.print(table)
     if a.json:
-        meta = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": _commit(),
+        meta = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit(),
                 "backend": be.name, "device": device, "dtype": a.dtype, "torch": torch.__version__,
                 "gymnasium": gym.__version__, "numpy": np.__version__, "platform": platform.platform(),
                 "min_time": min_time}

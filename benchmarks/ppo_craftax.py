@@ -29,13 +29,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+from _meta import commit
 
 from noeira.core import registry
 from noeira.core.api import get_backend, get_graph_backend
@@ -59,13 +58,6 @@ RECIPES: dict[str, dict[str, Any]] = {
                    "gae_lambda": 0.90, "vf_coef": 2.0, "ent_coef": 0.001, "max_grad_norm": 1.0, "clip_vloss": False},
 }
 
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _require_env() -> None:
@@ -227,7 +219,7 @@ def main() -> int:
         "obs": _csv(args.obs) or [None],
     }
     device = torch.cuda.get_device_name() if backend.device.type == "cuda" else "cpu"
-    print(f"PPO on {ENV}, {backend.name} ({device}), recipe {args.recipe}, commit {_commit()}")
+    print(f"PPO on {ENV}, {backend.name} ({device}), recipe {args.recipe}, commit {commit()}")
     header = (f"{'envs':>7} {'graph':>7} {'network':>7} {'precision':>11} {'optim':>6} {'obs':>8} {'steps/s':>10} "
               f"{'collect s':>9} {'learn s':>8} "
               f"{'score steps':>11} {'seconds':>8} {'return':>7} {'craftax':>8}")
@@ -246,7 +238,7 @@ def main() -> int:
         row: dict[str, Any] = {"num_envs": num_envs, "graph": graph, "obs": obs, "network": a.network, "precision": a.precision,
                                "optimizer": a.optimizer, "hidden_sizes": list(a.hidden_sizes), "horizon": a.horizon,
                                "recipe": args.recipe, "agent": agent, "backend": backend.name, "device": device,
-                               "commit": _commit(), "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
+                               "commit": commit(), "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
         if args.iterations > 0:
             row.update(throughput(cfg, graph, args.iterations, args.profile))
         if args.seconds > 0 or args.steps > 0:
