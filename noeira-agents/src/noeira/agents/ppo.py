@@ -146,15 +146,16 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     # Pendulum-v1: rl-baselines3-zoo hyperparams/ppo.yml (normalize, gamma 0.9, gae_lambda 0.95, 10 epochs,
     # lr 1e-3, rollouts of 4,096 steps: 4 envs x 1,024 there, 16 x 256 here; 1e5 steps) without its gSDE,
     # which this PPO does not have; 32 minibatches of 128 rows (the zoo's 64-row ones cost twice the
-    # updates) and 2e5 steps. Not reliable on this CPU: 3 of 5 seeds reach -200 (100-episode evals
-    # -157, -210, -187, -585, -197; a seed that settles at ~-590 swings up from one side only). The
-    # previous recipe (64 envs x 64 steps, 8 minibatches, lr 3e-3) solved 2 of 5 at 1e5 steps.
+    # updates) and 3e5 steps. On the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): 4 of 5 seeds
+    # solve, 100-episode evals -151.3, -183.5, -188.0, -297.1, -195.5 (~60 s of training each; seed 3
+    # swings up from one side only, -231.7 after 5e5 steps). At 2e5 steps 3 of 5 (-157, -210, -187,
+    # -585, -197); the previous recipe (64 envs x 64 steps, 8 minibatches, lr 3e-3) 2 of 5 at 1e5 steps.
     "pendulum": {
         "cpu": {
             "env": {"num_envs": 16},
             "agent": {"horizon": 256, "update_epochs": 10, "num_minibatches": 32, "lr": 1e-3, "gamma": 0.9,
                       "gae_lambda": 0.95, "clip_vloss": False, "norm_obs": True, "norm_reward": True},
-            "run": {"total_steps": 200_000, "log_interval": 5},
+            "run": {"total_steps": 300_000, "log_interval": 5},
         },
         "cuda": {
             "env": {"num_envs": 4096},
@@ -177,7 +178,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     },
     # MountainCar-v0: rl-baselines3-zoo hyperparams/ppo.yml (normalize: true, 16 envs, n_steps 16,
     # gae_lambda 0.98, gamma 0.99, 4 epochs, SB3's lr 3e-4 and 64-row minibatches: 4 per epoch, 1e6 steps).
-    # Not run on the 2-core CPU (1e6 steps, minutes a seed): not verified.
+    # Not solved on the 2-core CPU: seed 0 evaluates -123.0 after 1e6 steps (169 s of training; the
+    # training return -110 to -125 from 4e5 steps on); seeds 1-4 not run.
     "mountaincar": {
         "cpu": {
             "env": {"num_envs": 16},
