@@ -386,6 +386,27 @@ def test_bootstrap_at_end_is_every_step_bit_for_bit(env_name: str, env_kw: dict,
         assert torch.equal(pa, pb), name
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16-master"])
+def test_network_reading_codes_trains_as_on_decoded_floats(precision: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A network that reads an Encoded observation's codes (its input layer decodes them into its
+    padded input, in its dtype) gives the values and the training of the decoded floats, bit for bit."""
+    pytest.importorskip("noeira.envs.craftax")
+    from noeira.agents import networks
+
+    kw = {"horizon": 6, "network": "mingru", "hidden_sizes": [16], "num_minibatches": 2, "precision": precision}
+    runs = []
+    for reads in (False, True):
+        monkeypatch.setattr(networks._RecurrentTrunk, "reads_code", reads)
+        runs.append(_bootstrap_run("craftax-classic", "auto", {"obs": "compact", "kernel": "torch"}, kw, iterations=2))
+    (a, _), (b, _) = runs
+    assert not a.rollout.policy.reads_code and b.rollout.policy.reads_code
+    for name in ("values", "logprobs", "final_values", "advantages"):
+        assert torch.equal(getattr(a.rollout.buf, name), getattr(b.rollout.buf, name)), name
+    for (name, pa), pb in zip(a.rollout.policy.state_dict().items(), b.rollout.policy.state_dict().values(),
+                              strict=True):
+        assert torch.equal(pa, pb), name
+
+
 def test_bootstrap_choice() -> None:
     env = make_env("pendulum", num_envs=2, backend="cpu", seed=0, max_episode_steps=5)
     assert not make_agent("ppo", env, horizon=7).rollout.bootstrap_at_end  # a limit shorter than a rollout

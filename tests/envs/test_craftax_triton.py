@@ -176,6 +176,11 @@ def test_observation_kernels(ref: dict[str, np.ndarray], device: str, kernel_dev
     floats = torch.zeros(n, 1345, device=dev)
     ts.expand(code, floats, render._tenths_table(dev))
     assert torch.equal(floats.cpu().view(torch.int32), torch.as_tensor(ref["obs_obs"]).view(torch.int32))
+    # into a wider bf16 buffer (a network's padded input): torch's cast of the same floats, the rest untouched
+    wide = torch.full((n, 1352), 7.0, dtype=torch.bfloat16, device=dev)
+    ts.expand(code, wide, render._tenths_table(dev))
+    assert torch.equal(wide[:, :1345].view(torch.int16), floats.to(torch.bfloat16).view(torch.int16))
+    assert bool((wide[:, 1345:] == 7.0).all())
 
 
 def test_kernel_choice_errors() -> None:

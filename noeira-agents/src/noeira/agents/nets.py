@@ -7,7 +7,7 @@ Everything here is capture-safe: buffers are allocated once and updated in place
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -55,9 +55,14 @@ class AlignedInput(nn.Linear):
     zero-padded buffer, in the autocast dtype when autocast is on (the cast autocast makes anyway,
     so the padding costs no extra pass). The padding columns start at zero and meet zeros, so the
     outputs are the unpadded layer's. Orthogonal init on the real columns (:func:`layer_init`).
-    A checkpoint of the unpadded layer loads (its weight is padded with zero columns)."""
+    A checkpoint of the unpadded layer loads (its weight is padded with zero columns).
 
-    def __init__(self, in_features: int, out_features: int, gain: float = math.sqrt(2)) -> None:
+    With ``decode_into`` (an ``Encoded`` space's) the input may be integer codes: they are decoded
+    straight into the padded buffer, in its dtype (the cast autocast would make of the decoded
+    floats), with no float32 copy in between."""
+
+    def __init__(self, in_features: int, out_features: int, gain: float = math.sqrt(2),
+                 decode_into: Callable[[Tensor, Tensor], None] | None = None) -> None:
         width = in_features + (-in_features) % ALIGN
         super().__init__(width, out_features, device="meta")  # no draws: the init is the unpadded layer's
         self.features = in_features
@@ -65,6 +70,7 @@ class AlignedInput(nn.Linear):
         self.weight = nn.Parameter(torch.cat([real.weight.detach(), real.weight.new_zeros(out_features,
                                                                                           width - in_features)], 1))
         self.bias = nn.Parameter(real.bias.detach().clone())
+        self.decode_into = decode_into
         self._register_load_state_dict_pre_hook(self._pad_old_weight)
 
     def _pad_old_weight(self, state_dict: dict, prefix: str, *_args: object) -> None:
@@ -73,12 +79,17 @@ class AlignedInput(nn.Linear):
             state_dict[prefix + "weight"] = torch.cat([w, w.new_zeros(w.shape[0], self.in_features - w.shape[1])], 1)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape[-1] != self.in_features:
+        code = self.decode_into is not None and not x.is_floating_point()
+        if code or x.shape[-1] != self.in_features:
             kind = x.device.type
-            dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
+            dtype = (torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind)
+                     else torch.float32 if code else x.dtype)
             padded = torch.empty(*x.shape[:-1], self.in_features, dtype=dtype, device=x.device)
             padded[..., self.features:].zero_()
-            padded[..., :self.features].copy_(x)
+            if code:
+                self.decode_into(x.reshape(-1, x.shape[-1]), padded.view(-1, self.in_features))
+            else:
+                padded[..., :self.features].copy_(x)
             x = padded
         return super().forward(x)
 

@@ -109,9 +109,11 @@ def network_options(options: Mapping[str, Any], cls: type) -> Any:
 class _RecurrentTrunk(nn.Module):
     """What ``lstm`` and ``mingru`` share: the input layer, the heads, the state's shape and the
     ``forward``/``forward_sequence`` plumbing. A subclass sets ``name``, ``state_rows`` (state
-    rows per layer) and writes ``_layer_step`` and ``_layer_sequence``."""
+    rows per layer) and writes ``_layer_step`` and ``_layer_sequence``. Reads an ``Encoded``
+    observation's codes (``reads_code``): its input layer decodes them into its padded input."""
 
     recurrent = True
+    reads_code = True
     name = ""
     state_rows = 1
 
@@ -122,7 +124,8 @@ class _RecurrentTrunk(nn.Module):
             raise ConfigError(f"agent.hidden_sizes: the {self.name} network needs one or more recurrent layers of one "
                               f"width (e.g. [256, 256, 256]), got {list(widths)}")
         self.layers, self.hidden = len(widths), widths[0]
-        self.encoder = nn.Sequential(AlignedInput(space_dim(spec.observation_shape), self.hidden),
+        self.encoder = nn.Sequential(AlignedInput(space_dim(spec.observation_shape), self.hidden,
+                                                  decode_into=spec.decode_into),
                                      activation(spec.activation)())
         self.heads = nn.ModuleDict({
             name: layer_init(nn.Linear(self.hidden, width), spec.output_gains.get(name, 1.0))

@@ -169,7 +169,8 @@ class ActorCriticRollout:
         state (required for a recurrent policy); else ``idx`` are flat row indices."""
         buf = self.buf
         dim = self.policy.obs_dim
-        read = (lambda code: self.policy.decode(code).reshape(*code.shape[:-1], dim)) if self.store_code else (  # noqa: E731
+        decode = self.store_code and not self.policy.reads_code  # a network that reads codes decodes them itself
+        read = (lambda code: self.policy.decode(code).reshape(*code.shape[:-1], dim)) if decode else (  # noqa: E731
             lambda x: x)
         with self.autocast():
             if segments:

@@ -88,17 +88,21 @@ class ActorCritic(nn.Module):
     def __init__(self, spec: EnvSpec, cfg: ActorCriticConfig, device: torch.device | str = "cpu") -> None:
         super().__init__()
         space = spec.observation_space
-        # an Encoded observation (a compact code) is decoded into the float one the network reads
+        # an Encoded observation (a compact code) is decoded into the float one the network reads,
+        # or, where the network reads codes (and nothing normalises the floats), by the network
         self.decode = space.decode if isinstance(space, Encoded) else None
         self.obs_shape = tuple((space.decoded if isinstance(space, Encoded) else space).shape)
         self.obs_dim = space_dim(self.obs_shape)
         self.head = make_head(spec.action_space, cfg.log_std_init, device)
         self.obs_rms = RunningMeanStd(self.obs_shape, device=device) if cfg.norm_obs else None
         net_cls = registry.load("networks", cfg.network)
+        self.reads_code = (isinstance(space, Encoded) and space.decode_into is not None and not cfg.norm_obs
+                           and getattr(net_cls, "reads_code", False))  # an optional capability of a network class
         self.net = net_cls(NetworkSpec(
             observation_shape=self.obs_shape, outputs={"actor": self.head.num_outputs, "critic": 1},
             device=torch.device(device), hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
             output_gains={"actor": 0.01, "critic": 1.0}, options=dict(cfg.network_options),
+            decode_into=space.decode_into if self.reads_code else None,
         ))
         self.net.to(device)
         self.recurrent = bool(self.net.recurrent)
@@ -109,7 +113,9 @@ class ActorCritic(nn.Module):
     def observe(self, obs: Tensor, update: bool = False) -> Tensor:
         """Raw ``[B, *obs_shape]`` -> the network input ``[B, obs_dim]`` (float, normalised);
         ``update`` first folds the batch into the running statistics. Encoded observations
-        are decoded first."""
+        are decoded first, unless the network reads codes (``reads_code``: the code, as it is)."""
+        if self.reads_code:
+            return obs
         if self.decode is not None:
             obs = self.decode(obs)
         if self.obs_rms is not None:
@@ -119,7 +125,7 @@ class ActorCritic(nn.Module):
         return obs.reshape(obs.shape[0], self.obs_dim).float()
 
     def _shaped(self, x: Tensor) -> Tensor:
-        return x.view(*x.shape[:-1], *self.obs_shape)
+        return x if self.reads_code else x.view(*x.shape[:-1], *self.obs_shape)
 
     def value(self, x: Tensor, state: PolicyState = None) -> Tensor:
         """``x [B, obs_dim]`` (from :meth:`observe`) -> ``V(x) [B]`` (float32), continuing ``state``."""

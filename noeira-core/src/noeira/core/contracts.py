@@ -186,7 +186,9 @@ class NetworkSpec:
     initial scale of each head's last layer (1.0 when absent). ``hidden_sizes`` and
     ``activation`` are the agent's keys of the same name: the layer widths (and so the layer
     count) and the nonlinearity, which every network interprets for its kind; ``options``
-    are the network's own keys (``agent.network_options``)."""
+    are the network's own keys (``agent.network_options``). ``decode_into`` is set when the
+    agent hands a network that declares ``reads_code`` an ``Encoded`` observation's codes: the
+    network decodes them itself (``Encoded.decode_into``) into its first layer's input."""
 
     observation_shape: tuple[int, ...]
     outputs: Mapping[str, int]
@@ -195,6 +197,7 @@ class NetworkSpec:
     activation: str = "tanh"
     output_gains: Mapping[str, float] = attrs.field(factory=dict)
     options: Mapping[str, Any] = attrs.field(factory=dict)
+    decode_into: Callable[[Tensor, Tensor], None] | None = None
 
 
 @runtime_checkable
@@ -207,7 +210,11 @@ class Network(Protocol):
     keeps its state in one tensor whose dimension 1 is the batch (``[layers, B, hidden]``);
     ``done [B]`` marks envs whose episode starts at this input: their state is reset to
     :meth:`initial_state`'s before the input is read, by arithmetic (``state * ~done``), not by a
-    host-side branch, so the forward pass can be recorded in a CUDA graph."""
+    host-side branch, so the forward pass can be recorded in a CUDA graph.
+
+    Optional class attribute ``reads_code = True``: given ``spec.decode_into``, the network also
+    takes an ``Encoded`` observation's integer codes ``[B, *code_shape]`` in place of the floats,
+    with the same outputs (the agent then stores and passes codes)."""
 
     recurrent: bool
 

@@ -165,17 +165,24 @@ class Encoded:
     """Observations stored as a compact code of ``shape`` and integer ``dtype`` (one env's),
     and ``decode``, which maps a batch of codes ``[..., *shape]`` to the float observations
     ``[..., *decoded.shape]`` that ``decoded`` describes, on the codes' device. ``decode`` must
-    be a pure tensor function (no host sync: agents call it inside recorded steps)."""
+    be a pure tensor function (no host sync: agents call it inside recorded steps).
+
+    Optional ``decode_into(code, out)``: the same observations of codes ``[B, *shape]`` written
+    into the first ``prod(decoded.shape)`` columns of ``out [B, W]`` (a float tensor of any dtype,
+    each value ``decode``'s cast to it; the other columns untouched), so a network's first layer
+    can read them in its own dtype and width without an intermediate float32 copy."""
 
     def __init__(self, shape: Sequence[int], dtype: torch.dtype, decoded: Box, decode: Callable[[Tensor], Tensor],
-                 device: torch.device | str = "cpu") -> None:
+                 device: torch.device | str = "cpu",
+                 decode_into: Callable[[Tensor, Tensor], None] | None = None) -> None:
         if dtype.is_floating_point:
             raise ValueError(f"Encoded: the code's dtype must be an integer type, got {dtype}")
         self.shape, self.dtype, self.decoded, self.decode = tuple(shape), dtype, decoded, decode
+        self.decode_into = decode_into
         self.device = torch.device(device)
 
     def to(self, device: torch.device | str) -> Encoded:
-        return Encoded(self.shape, self.dtype, self.decoded.to(device), self.decode, device)
+        return Encoded(self.shape, self.dtype, self.decoded.to(device), self.decode, device, self.decode_into)
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """``n`` random codes ``[n, *shape]`` (uniform bytes: not every code is a valid observation)."""

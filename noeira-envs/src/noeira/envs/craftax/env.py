@@ -76,7 +76,8 @@ class CraftaxClassic(TensorEnv):
         self.kernel = _choose_kernel(config.kernel, torch.device(dev))
         symbolic = Box(torch.zeros(OBS_SIZE), torch.ones(OBS_SIZE), dtype=torch.float32, device=dev)
         self.compact = config.obs == "compact"
-        space = Encoded((render.COMPACT_SIZE,), torch.uint8, symbolic, render.expand, dev) if self.compact else symbolic
+        space = Encoded((render.COMPACT_SIZE,), torch.uint8, symbolic, render.expand, dev,
+                        decode_into=render.expand_into) if self.compact else symbolic
         super().__init__(
             num_envs,
             backend,

@@ -32,7 +32,7 @@ from noeira.envs.craftax.constants import (
     OUT_OF_BOUNDS,
 )
 
-__all__ = ["COMPACT_SIZE", "compact", "expand", "render_rgb", "symbolic"]
+__all__ = ["COMPACT_SIZE", "compact", "expand", "expand_into", "render_rgb", "symbolic"]
 
 CELLS = OBS_ROWS * OBS_COLS
 CHANNELS = NUM_BLOCKS + NUM_MOB_KINDS
@@ -168,6 +168,17 @@ def expand(code: Tensor, out: Tensor | None = None) -> Tensor:
     res[:, o + 4].copy_(c[:, LIGHT_BYTES:].contiguous().view(torch.float32).squeeze(1))
     res[:, o + 5].copy_(c[:, SCALAR_BYTES + 17])
     return res.view(*lead, 1345)
+
+
+def expand_into(code: Tensor, out: Tensor) -> None:
+    """:func:`expand` of ``code`` [B, 148] into the first 1,345 columns of ``out`` [B, W], in
+    ``out``'s dtype (each value as torch casts the float32 one): the ``Encoded`` space's
+    ``decode_into``, which lets a network's input layer read the observation in its own dtype and
+    padded width with no float32 copy between."""
+    if code.is_cuda and out.dtype in (torch.float32, torch.bfloat16) and _triton_expand() is not None:
+        _triton_expand()(code.reshape(-1, COMPACT_SIZE).contiguous(), out, _tenths_table(code.device))
+    else:
+        out[:, :1345].copy_(expand(code))
 
 
 # -- RGB frames ----------------------------------------------------------------------------------

@@ -1105,8 +1105,10 @@ def _observe_queue_kernel(queue_p, count_p, out_p, mp, ppos, pdir_p, health_p, f
 
 
 @triton.jit
-def _expand_kernel(code_p, out_p, tenths_p, n, ROWS: tl.constexpr):
-    """Compact observations [n, 148] uint8 -> the symbolic ones [n, 1345] float32."""
+def _expand_kernel(code_p, out_p, tenths_p, n, stride, ROWS: tl.constexpr, BF16: tl.constexpr):
+    """Compact observations [n, 148] uint8 -> the symbolic ones, the first 1,345 columns of rows
+    ``stride`` apart: float32, or (``BF16``, ``out_p`` viewed as int16) bfloat16 rounded to
+    nearest even as torch casts (done on the bits, the same under Triton's interpreter)."""
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     live = (r < n)[:, None]
     r64 = r.to(tl.int64)[:, None]
@@ -1127,7 +1129,10 @@ def _expand_kernel(code_p, out_p, tenths_p, n, ROWS: tl.constexpr):
     light = (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)).to(tl.float32, bitcast=True)
     v = tl.where(grid, onehot, tl.where(j < 1339, tenths, tl.where(j < 1343, direction, tl.where(
         j == 1343, light, byte.to(tl.float32)))))
-    tl.store(out_p + r64 * 1345 + j, v, mask=live & (j < 1345))
+    if BF16:
+        bits = v.to(tl.int32, bitcast=True)  # finite values: round the low 16 bits to nearest even
+        v = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).to(tl.int16)
+    tl.store(out_p + r64 * stride + j, v, mask=live & (j < 1345))
 
 
 # -- launchers -------------------------------------------------------------------------------------
@@ -1286,8 +1291,12 @@ def observe(s: dict[str, Tensor], out: Tensor) -> None:
 
 
 def expand(code: Tensor, out: Tensor, tenths: Tensor) -> None:
-    """``render.expand`` as one kernel: ``code`` [n, 148] uint8 -> ``out`` [n, 1345] float32
-    (``tenths``: ``render._tenths_table``)."""
+    """``render.expand`` as one kernel: ``code`` [n, 148] uint8 -> the first 1,345 columns of
+    ``out`` [n, W] (float32 or bfloat16, rows contiguous) (``tenths``: ``render._tenths_table``)."""
     n = code.shape[0]
-    rows = 4
-    _expand_kernel[(triton.cdiv(n, rows),)](code, out, tenths, n, ROWS=rows, num_warps=8)
+    if out.dtype not in (torch.float32, torch.bfloat16) or out.stride(-1) != 1 or out.shape[-1] < 1345:
+        raise ValueError(f"craftax expand: out must be float32 or bfloat16 [n, >= 1345] with contiguous rows, "
+                         f"got {out.dtype} {tuple(out.shape)}")
+    rows, bf16 = 4, out.dtype == torch.bfloat16
+    _expand_kernel[(triton.cdiv(n, rows),)](code, out.view(torch.int16) if bf16 else out, tenths, n, out.stride(0),
+                                             ROWS=rows, BF16=bf16, num_warps=8)
