@@ -39,8 +39,8 @@ class DDPG(DeterministicAgent):
 
 RECIPE_CHANGES: dict[str, dict[str, dict[str, Any]]] = {
     # MountainCarContinuous-v0: TD3's recipe with OU sigma 0.5 over 3e4 steps (TD3's own takes 0.75 over
-    # 5e4). On the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): seeds 0 and 1 evaluate 92.0 and 93.3
-    # (seeds 2-4 not run).
+    # 5e4). Not solved on the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): 2 of 5 seeds, 100-episode
+    # evals 92.0, 93.3, -75.7, -0.0, -99.9 (seeds 2-4 never held on to the flag); TD3's 0.75 over 5e4 not tried.
     "mountaincar-continuous": {"agent": {"exploration_noise": 0.5}, "run": {"total_steps": 30_000}},
 }
 """Where DDPG's recipe differs from TD3's: env name -> section -> keys set over TD3's recipe."""
