@@ -102,6 +102,26 @@ def test_a_pair_without_a_recipe_warns_in_one_line(install_dist: Callable[..., P
     assert cfg.recipes and not _warnings(caplog)
 
 
+def test_a_recipe_known_not_to_solve_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A recipe's note (what it is known not to do) is one warning line when a run starts, kept in
+    record.json and shown by ``noeira train --help``; a recipe that solves has none."""
+    from noeira.core.cli import main
+
+    run = {"total_steps": 64, "progress": False, "eval_episodes": 0}
+    cfg = resolve({"backend": "cpu", "agent": {"name": "dqn"}, "env": {"name": "mountaincar", "num_envs": 2},
+                   "run": run})
+    assert len(cfg.recipe_notes) == 1 and cfg.recipe_notes[0].startswith("not solved")
+    with caplog.at_level("WARNING", logger="noeira"):
+        record = train(cfg, run_dir=tmp_path / "dqn")
+    lines = [r.getMessage() for r in caplog.records if "not solved" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0] and "'dqn'" in lines[0] and "'mountaincar'" in lines[0]
+    assert record["recipe_notes"] == list(cfg.recipe_notes)
+    assert resolve({"backend": "cpu", "agent": {"name": "dqn"}, "env": {"name": "cartpole"}}).recipe_notes == ()
+    assert main(["train", "--help", "agent=dqn", "env=mountaincar", "backend=cpu"]) == 0
+    assert "note: not solved" in capsys.readouterr().out
+
+
 # (agent, env, env steps, threshold): a recipe no other test trains, cut a little past where its
 # training return crossed -100 on all 5 seeds (BENCHMARKS.md, "Recipes that solve"); cut there, seed 0
 # evaluates -133: "clearly learned" (a random or untrained policy scores -500)

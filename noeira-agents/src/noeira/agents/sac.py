@@ -183,6 +183,8 @@ RECIPES: RecipeTables = {
     # Not solved on the 2-core CPU: seed 0's policy learned to stand still (training return -26 to 0
     # through 40k steps, ~130 steps/s; the run was stopped there).
     "mountaincar-continuous": {"*": {
+        "note": "not solved: the policy learns to stand still (this SAC's noise does not persist across steps); "
+                "td3 and ppo solve this env (BENCHMARKS.md)",
         "env": {"num_envs": 4},
         "agent": {"hidden": [64, 64], "batch_size": 512, "buffer_size": 50_000, "learning_starts": 0,
                   "updates_per_step": 4, "actor_lr": 3e-4, "critic_lr": 3e-4, "alpha": 0.1, "autotune": False,

@@ -67,6 +67,8 @@ def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Con
     for r in recipes:
         flat = ", ".join(f"{section}.{k}={v!r}" for section, table in r.values.items() for k, v in table.items())
         console.print(f"  from {r.describe()}: {flat}", highlight=False, markup=False)
+        if r.note:
+            console.print(f"    note: {r.note}", highlight=False, markup=False)
     console.print("")
 
 

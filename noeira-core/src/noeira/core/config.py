@@ -107,6 +107,8 @@ class RunConfig:
     recipes: tuple[str, ...] = ()
     """The recipes layered under the user's values, lowest first (``plugin (distribution)``);
     informational: ``config.toml`` holds the resolved values, not where they came from."""
+    recipe_notes: tuple[str, ...] = ()
+    """What the recipes that applied are known not to do (their ``note``s), warned when a run starts."""
 
     def to_dict(self) -> dict[str, Any]:
         env = {"name": self.env.name, "num_envs": self.num_envs, **_unstructure(self.env.config)}

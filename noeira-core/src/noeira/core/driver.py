@@ -123,6 +123,7 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
         backend=f"{backend.name}:{index}" if index else backend.name, env=PluginSection(env_name, env_cfg),
         num_envs=num_envs, agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
         recipes=tuple(r.describe() for r in recipes),
+        recipe_notes=tuple(f"{r.note} (recipe of {r.describe()})" for r in recipes if r.note),
     )
 
 
@@ -445,6 +446,8 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     if main and not cfg.recipes:
         log.warning("no tuned recipe for agent %r on env %r (%s): the plugins' defaults apply and may not solve it",
                     cfg.agent.name, cfg.env.name, cfg.backend)
+    for note in cfg.recipe_notes if main else ():
+        log.warning("agent %r on env %r (%s): %s", cfg.agent.name, cfg.env.name, cfg.backend, note)
     graph_name = choose_graph(cfg.graph, backend)
     graph = get_graph_backend(graph_name)
     pieces = build(cfg, graph_name, backend)
@@ -475,6 +478,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         "device": backend.device_name(), "graph": graph_name, "capture_env": bool(capture_env),
         "capture_train": capture_train, "run_dir": str(path), "start": run.started,
         "resumed_from": cfg.run.resume or None, "recipes": list(cfg.recipes),
+        "recipe_notes": list(cfg.recipe_notes),
         "world_size": backend.world_size, "num_envs_per_rank": cfg.num_envs,
         "devices": distributed.gather_objects(f"{backend.name} {backend.device} ({backend.device_name()})"),
     }

@@ -8,6 +8,9 @@ A distribution ships recipes for its own envs or agents by implementing the hook
         if agent == "ppo" and env == "corridor":
             return {"env": {"num_envs": 64}, "agent": {"lr": 3e-3}, "run": {"total_steps": 50_000}}
         return None
+
+Beside the config tables a recipe may carry ``"note"``: one line saying where it is known to fall
+short (``"not solved: 2 of 5 seeds reach the threshold"``); a run that uses it warns with it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Recipe:
     plugin: str
     distribution: str
     values: dict[str, Any]
+    note: str | None = None
+    """What the recipe is known not to do (its ``"note"``), or None."""
 
     def describe(self) -> str:
         return f"{self.plugin} ({self.distribution})"
@@ -62,12 +67,16 @@ def find_recipes(agent: str, env: str, backend: str, num_envs: int | None = None
         where = f"recipe of hook plugin {impl.plugin_name!r} ({dist})"
         if not isinstance(values, Mapping):
             raise ConfigError(f"{where}: expected a dict of tables, got {type(values).__name__}")
+        values = dict(values)
+        note = values.pop("note", None)
+        if note is not None and not isinstance(note, str):
+            raise ConfigError(f"{where}: note: expected a string, got {note!r}")
         for key, table in values.items():
             if key not in SECTIONS:
-                raise ConfigError(f"{where}: unknown table {key!r} (known: {', '.join(SECTIONS)})")
+                raise ConfigError(f"{where}: unknown table {key!r} (known: {', '.join(SECTIONS)}, and note)")
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{where}: {key}: expected a table, got {table!r}")
-        found.append(Recipe(impl.plugin_name, dist, dict(values)))
+        found.append(Recipe(impl.plugin_name, dist, values, note))
     rank = lambda r: (2 if r.distribution == env_dist else 1 if r.distribution == agent_dist else 0, r.plugin)  # noqa: E731
     return sorted(found, key=rank)
 
