@@ -235,7 +235,8 @@ def _no_path_near(pr_p, e64, live, px, py):
     x1 = tl.minimum(px + 13, 63) >> 3
     y0 = tl.maximum(py - 13, 0) >> 3
     y1 = tl.minimum(py + 13, 63) >> 3
-    cols = ((1 << (y1 + 1)) - (1 << y0)).to(tl.int64)  # the regions' columns y0..y1 as bits of a row
+    one = tl.full(y0.shape, 1, tl.int64)
+    cols = (one << (y1 + 1)) - (one << y0)  # the regions' columns y0..y1 as bits of a row
     window = tl.zeros_like(cols)
     for r in tl.static_range(8):
         window = window | tl.where((x0 <= r) & (r <= x1), cols << (8 * r), 0)

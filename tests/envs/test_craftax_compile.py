@@ -1,0 +1,105 @@
+"""The Craftax Triton kernels compile for the GPU (sm_90, what the H200 runs), checked without one.
+
+Elsewhere the kernels run on the CPU in Triton's interpreter, which executes Python and never
+compiles: a construct the compiler rejects would pass every CPU test and fail on the first
+GPU. Here one env step and one expansion run under the interpreter with each kernel's launch
+recorded (argument types, constexprs, launch options), then a fresh process without the
+interpreter compiles every recorded kernel to PTX and cubin for sm_90 (Triton ships its own
+LLVM and ptxas; no driver or device is needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="the fused Craftax step needs Triton")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
+
+TYPES = {torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16", torch.int32: "*i32", torch.int64: "*i64",
+         torch.float32: "*fp32", torch.float64: "*fp64", torch.bfloat16: "*bf16"}
+KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_observe_queue_kernel",
+                           "_expand_kernel"),
+           "triton_worldgen": ("_worldgen_kernel",)}
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
+
+COMPILE = """
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from noeira.envs.craftax import triton_step, triton_worldgen
+modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen}
+failed = []
+for launch in json.load(open(sys.argv[1])):
+    fn = getattr(modules[launch["module"]], launch["kernel"])
+    src = ASTSource(fn=fn, signature=launch["signature"], constexprs=launch["constexprs"])
+    try:
+        triton.compile(src, target=GPUTarget("cuda", 90, 32), options=launch["options"])
+    except Exception as exc:
+        failed.append(f"{launch['kernel']} {launch['constexprs']}: {type(exc).__name__}: {exc}")
+print(json.dumps(failed))
+"""
+
+
+def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Run one step and one bf16 expansion in the interpreter, recording every kernel launch."""
+    from noeira.core import make_env
+    from noeira.envs.craftax import render, triton_step, triton_worldgen
+
+    modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen}
+    launches: list[dict] = []
+
+    def recorder(module: str, name: str):
+        kernel = getattr(modules[module], name)
+
+        class Launch:
+            def __getitem__(self, grid):
+                def call(*args, **kwargs):
+                    signature = {}
+                    for param, value in zip(kernel.arg_names, args, strict=False):
+                        if isinstance(value, torch.Tensor):
+                            signature[param] = TYPES[value.dtype]
+                        elif isinstance(value, float):
+                            signature[param] = "fp32"
+                        else:
+                            signature[param] = "i64" if abs(int(value)) >= 2**31 else "i32"
+                    constexprs = {k: v for k, v in kwargs.items() if k in kernel.arg_names}
+                    signature.update(dict.fromkeys(constexprs, "constexpr"))
+                    options = {k: v for k, v in kwargs.items() if k in LAUNCH_OPTIONS}
+                    launches.append({"module": module, "kernel": name, "signature": signature,
+                                     "constexprs": constexprs, "options": options})
+                    return kernel[grid](*args, **kwargs)
+                return call
+        return Launch()
+
+    for module, names in KERNELS.items():
+        for name in names:
+            monkeypatch.setattr(modules[module], name, recorder(module, name))
+    env = make_env("craftax-classic", num_envs=8, backend="cpu", seed=0, kernel="triton", obs="compact")
+    env.step(torch.zeros(8, dtype=torch.long))
+    wide = torch.zeros(8, 1352, dtype=torch.bfloat16)
+    triton_step.expand(env.obs, wide, render._tenths_table(torch.device("cpu")))
+    return launches
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="records the launches in Triton's interpreter")
+def test_the_kernels_compile_for_sm90(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("triton.backends.nvidia", reason="Triton without its NVIDIA backend")
+    launches = _record(monkeypatch)
+    unique = list({json.dumps(x, sort_keys=True): x for x in launches}.values())
+    assert {x["kernel"] for x in unique} == {k for names in KERNELS.values() for k in names}
+    path = tmp_path / "launches.json"
+    path.write_text(json.dumps(unique))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", COMPILE, str(path)], capture_output=True, text=True, env=env,
+                         timeout=1200, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    failed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not failed, "\n".join(failed)
