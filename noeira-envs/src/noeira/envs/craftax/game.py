@@ -155,12 +155,6 @@ def _put(grid: Tensor, idx: Tensor, ok: Tensor, value: Tensor) -> None:
     grid.scatter_(1, idx.unsqueeze(1), torch.where(ok, value.to(grid.dtype), old).unsqueeze(1))
 
 
-def _mark_path(regions: Tensor, idx: Tensor, made: Tensor) -> None:
-    """``state.path_regions``: set the region bit of cell ``idx`` where ``made`` (it became path)."""
-    bit = (idx // (8 * W)) * 8 + (idx % W) // 8
-    regions.bitwise_or_(torch.where(made, torch.ones_like(bit) << bit, torch.zeros_like(bit)))
-
-
 def _in_bounds(x: Tensor, y: Tensor) -> Tensor:
     return (x >= 0) & (x < W) & (y >= 0) & (y < W)
 
@@ -317,7 +311,6 @@ def _do(s: dict[str, Tensor], a: Tensor, t: Tables, mp: Tensor, mm: Tensor, px: 
     ripe = ok & (block == RIPE_PLANT)
     new_block = torch.where(tree, GRASS, torch.where(stone | coal | iron | diamond, PATH, torch.where(ripe, PLANT, block)))
     _put(mp, bidx, bok, new_block)
-    _mark_path(s["path_regions"], bidx, bok & (stone | coal | iron | diamond))
     for k, got in (("wood", tree), ("stone", stone), ("coal", coal), ("iron", iron), ("diamond", diamond), ("sapling", sapling)):
         inv[:, INV[k]] += got.to(inv.dtype)
     for k, got in (("collect_wood", tree), ("collect_stone", stone), ("collect_coal", coal), ("collect_iron", iron),
@@ -477,7 +470,6 @@ def _arrows(s: dict[str, Tensor], t: Tables, mp: Tensor, mm: Tensor, px: Tensor,
         hit = on_player & alive
         breaks = alive & ((block == FURNACE) | (block == CRAFTING_TABLE))
         _put(mp, idx, ok & breaks, torch.full_like(block, PATH))
-        _mark_path(s["path_regions"], idx, ok & breaks)
         health.sub_(2 * hit.to(health.dtype))
         sleeping &= ~hit
         mask[:, i] = _in_bounds(x, y) & ~blocked & alive

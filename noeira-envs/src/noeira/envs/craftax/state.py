@@ -3,9 +3,7 @@
 Inside the env the state is compact (``STATE_FIELDS``: uint8 map, int8 intrinsics and
 inventory, int16 positions); ``get_state``/``set_state`` exchange the reference's own leaves
 (``EXPORT_FIELDS``: names joined with a dot, ``inventory.wood`` ... ``inventory.iron_sword``,
-``zombies.position`` ...; int32 / bool / float32 as the reference has them). Beside them the env
-keeps ``DERIVED_FIELDS``, summaries of the state that the fast step reads, never exchanged: set
-by world generation and ``set_state`` from the map, kept up by the step. Ints that drift
+``zombies.position`` ...; int32 / bool / float32 as the reference has them). Ints that drift
 stay in range for the reference's 10,000-step episodes: dead arrows keep flying (one cell a
 step), dead mobs' attack cooldowns keep counting down, plants age without bound.
 """
@@ -15,9 +13,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from noeira.envs.craftax.constants import INVENTORY, MAP_SIZE, MAX_PLANTS, MOBS, PATH
+from noeira.envs.craftax.constants import INVENTORY, MAP_SIZE, MAX_PLANTS, MOBS
 
-__all__ = ["DERIVED_FIELDS", "EXPORT_FIELDS", "STATE_FIELDS", "export_state", "import_state", "path_regions"]
+__all__ = ["EXPORT_FIELDS", "STATE_FIELDS", "export_state", "import_state"]
 
 _MOB_FIELDS = {}
 for _name, _count in MOBS:
@@ -65,36 +63,14 @@ for _k, (_shape, _dtype) in STATE_FIELDS.items():
         EXPORT_FIELDS[_k] = (_shape, _export_dtype(_dtype))
 
 
-DERIVED_FIELDS: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
-    "path_regions": ((), torch.int64),
-}
-"""Internal summaries beside the reference's state. ``path_regions``: bit ``8 * (x // 8) + y // 8``
-is set where that 8 x 8 region of the map may hold a path cell: every path cell's region is set
-(:func:`path_regions` of the map after world generation and ``set_state``; the step sets the bit
-where a cell becomes path and clears none). Skeletons spawn only on path, so a world with no
-region of its spawn window set has nothing to scan."""
-
-
 def empty_state(n: int, device: torch.device | str) -> dict[str, Tensor]:
-    return {k: torch.zeros((n, *shape), dtype=dtype, device=device)
-            for k, (shape, dtype) in {**STATE_FIELDS, **DERIVED_FIELDS}.items()}
-
-
-def path_regions(mp: Tensor) -> Tensor:
-    """``[N, 64, 64]`` maps -> ``[N]`` int64: bit ``8 * (x // 8) + y // 8`` set where that 8 x 8
-    region holds a path cell (bit 63 is the sign bit)."""
-    n = mp.shape[0]
-    has = (mp.view(n, 8, 8, 8, 8) == PATH).any(4).any(2).view(n, 64)  # [N, x // 8, y // 8]
-    bits = torch.ones(64, dtype=torch.int64, device=mp.device) << torch.arange(64, device=mp.device)
-    return (has.to(torch.int64) * bits).sum(1)  # distinct bits: the sum is their union
+    return {k: torch.zeros((n, *shape), dtype=dtype, device=device) for k, (shape, dtype) in STATE_FIELDS.items()}
 
 
 def export_state(s: dict[str, Tensor]) -> dict[str, Tensor]:
     """The compact state as the reference's leaves (copies)."""
     out = {}
     for k, v in s.items():
-        if k in DERIVED_FIELDS:
-            continue
         if k == "inventory":
             out.update({f"inventory.{n}": v[:, i].to(torch.int32) for i, n in enumerate(INVENTORY)})
         else:
@@ -103,13 +79,9 @@ def export_state(s: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 def import_state(state: dict[str, Tensor], into: dict[str, Tensor]) -> None:
-    """Write the reference's leaves ``state`` into the compact state ``into`` (in place), and
-    the derived fields from them."""
+    """Write the reference's leaves ``state`` into the compact state ``into`` (in place)."""
     for k, v in into.items():
-        if k in DERIVED_FIELDS:
-            continue
         if k == "inventory":
             v.copy_(torch.stack([state[f"inventory.{n}"] for n in INVENTORY], 1).to(v.dtype))
         else:
             v.copy_(state[k].reshape(v.shape).to(v.dtype))
-    into["path_regions"].copy_(path_regions(into["map"]))

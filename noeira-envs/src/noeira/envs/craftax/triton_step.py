@@ -54,8 +54,8 @@ def _const(value: int | float) -> object:
 BLOCK = 128
 """Worlds per program (one per thread at 4 warps)."""
 LANES = _const(BLOCK)
-SPAWN_BLOCK = 4
-"""Queued worlds per program of the spawn kernel (each scans its window as one 1,024-cell tile)."""
+SPAWN_BLOCK = 8
+"""Queued worlds per program of the spawn kernel (each scans its window's cells as one tile)."""
 OBS_BLOCK = 16
 """Worlds per program of the observation kernels (each builds its rows as [16, 128] and [16, 32] tiles)."""
 
@@ -217,60 +217,30 @@ def _st(p, off, v, live):
     tl.store(p + off, v.to(p.dtype.element_ty), mask=live)
 
 
-@triton.jit
-def _mark_path(pr_p, e64, idx, made):
-    """``state.path_regions``: set the region bit of cell ``idx`` where ``made`` (it became path)."""
-    bit = ((idx >> 9) * 8 + ((idx & 63) >> 3)).to(tl.int64)
-    old = tl.load(pr_p + e64, mask=made, other=0)
-    tl.store(pr_p + e64, old | (tl.full(bit.shape, 1, tl.int64) << bit), mask=made)
-
-
 # -- spawning --------------------------------------------------------------------------------------
 @triton.jit
-def _no_path_near(pr_p, e64, live, px, py):
-    """The lanes none of whose 8 x 8 map regions around the spawn window (the 27 x 27 square on
-    the player, inside the map) may hold a path cell (``state.path_regions``): no skeleton can
-    spawn there, and the window needs no scan."""
-    x0 = tl.maximum(px - 13, 0) >> 3
-    x1 = tl.minimum(px + 13, 63) >> 3
-    y0 = tl.maximum(py - 13, 0) >> 3
-    y1 = tl.minimum(py + 13, 63) >> 3
-    one = tl.full(y0.shape, 1, tl.int64)
-    cols = (one << (y1 + 1)) - (one << y0)  # the regions' columns y0..y1 as bits of a row
-    window = tl.zeros_like(cols)
-    for r in tl.static_range(8):
-        window = window | tl.where((x0 <= r) & (r <= x1), cols << (8 * r), 0)
-    return (tl.load(pr_p + e64, mask=live, other=0) & window) == 0
-@triton.jit
-def _spawn_cells(mp, mm, base, px, py, allowed, far: tl.constexpr, need, pick, FIND: tl.constexpr):
-    """Over the cells at distance 4..13 (``far``: 10..13) from the player, inside the map, of a
-    block in ``allowed`` (a bit mask of block types) and without a mob, row-major: their count,
-    and (``FIND``) the row and column of the ``pick``-th (0-based) of them. The whole 27 x 27
-    window is one [lanes, 32 x 32] tile: one round of loads, not one per window row (the scan's
-    latency is the spawn kernel's)."""
-    j = tl.arange(0, 1024)[None, :]
-    dx = j // 32 - 13
-    dy = j % 32 - 13
-    dist = tl.abs(dx) + tl.abs(dy)
-    window = (dist > 3) & (dist <= 13) & (dy <= 13) & (dx <= 13)
-    if far:
-        window = window & (dist > 9)
-    x = px[:, None] + dx
-    y = py[:, None] + dy
-    m = need[:, None] & window & (x >= 0) & (x < 64) & (y >= 0) & (y < 64)
-    idx = tl.minimum(tl.maximum(x, 0), 63) * 64 + tl.minimum(tl.maximum(y, 0), 63)
+def _spawn_cells(mp, mm, base, px, py, allowed, wdx, wdy, WSIZE: tl.constexpr, WPAD: tl.constexpr, need, u_pick):
+    """Over a kind's window (the ``WSIZE`` offsets of ``wdx``/``wdy``, row-major: the cells at
+    distance 4..13, or the far ring 10..13, from the player), the cells inside the map, of a block
+    in ``allowed`` (a bit mask of block types) and without a mob: their count, and the row and
+    column of the ``floor(u_pick * count)``-th (0-based). One pass over a [lanes, WPAD] tile of
+    the window's cells alone (a 32 x 32 square around the player held 3 to 5 times the cells
+    and the registers: the kernel ran one program per multiprocessor)."""
+    j = tl.arange(0, WPAD)[None, :]
+    jj = tl.minimum(j, WSIZE - 1)
+    x = px[:, None] + tl.load(wdx + jj)
+    y = py[:, None] + tl.load(wdy + jj)
+    m = need[:, None] & (j < WSIZE) & (x >= 0) & (x < 64) & (y >= 0) & (y < 64)
+    idx = x * 64 + y
     blk = tl.load(mp + base[:, None] + idx, mask=m, other=0).to(tl.int32)
     m = m & (((allowed >> (blk & 31)) & 1) != 0)
     mob = tl.load(mm + base[:, None] + idx, mask=m, other=1).to(tl.int32)  # only where the block fits
-    valid = m & (mob == 0)
-    v = valid.to(tl.int32)
+    v = (m & (mob == 0)).to(tl.int32)
     count = tl.sum(v, axis=1)
-    selx = tl.zeros_like(px)
-    sely = tl.zeros_like(px)
-    if FIND:
-        hit = valid & (tl.cumsum(v, axis=1) == (pick + 1)[:, None])
-        selx = tl.sum(tl.where(hit, x, 0), axis=1)
-        sely = tl.sum(tl.where(hit, y, 0), axis=1)
+    pick = tl.minimum((u_pick * count.to(tl.float32)).to(tl.int32), tl.maximum(count - 1, 0))
+    hit = (v != 0) & (tl.cumsum(v, axis=1) == (pick + 1)[:, None])
+    selx = tl.sum(tl.where(hit, x, 0), axis=1)
+    sely = tl.sum(tl.where(hit, y, 0), axis=1)
     return count, selx, sely
 
 
@@ -312,17 +282,16 @@ def _candidates(mp, mm, base, px, py, need, allowed, wdx, wdy, WSIZE: tl.constex
 
 
 @triton.jit
-def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, allowed, far: tl.constexpr,
-           full_health, u_go, u_pick, chance, wdx, wdy, WSIZE: tl.constexpr, cand_p, seed, ei, kind: tl.constexpr,
-           DRAWS: tl.constexpr, CANDIDATES: tl.constexpr, SCAN: tl.constexpr, tried, nothing):
+def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, allowed, full_health, u_go, u_pick,
+           chance, wdx, wdy, WSIZE: tl.constexpr, WPAD: tl.constexpr, cand_p, seed, ei, kind: tl.constexpr,
+           DRAWS: tl.constexpr, CANDIDATES: tl.constexpr, SCAN: tl.constexpr, tried):
     """One kind's spawn for the ``active`` lanes: where it has a free slot and its draw is under
     ``chance``, on its first free candidate cell (``CANDIDATES``, skipped for the lanes in
     ``tried``, whose candidates failed already), else (``SCAN``) on the ``floor(u_pick * count)``-th
     free cell of its window; then the first free slot's cell (slot 0's when all are taken)
     enters ``mob_map`` if that slot is alive (the reference's bookkeeping, quirk included).
-    Lanes in ``nothing`` are known to have no cell of the kind in the window: they spawn nothing
-    without a scan. Returns the lanes that would spawn but found no candidate (``SCAN`` off: they
-    are deferred, nothing of this kind done for them)."""
+    Returns the lanes that would spawn but found no candidate (``SCAN`` off: they are deferred,
+    nothing of this kind done for them)."""
     taken = tl.zeros_like(px)
     slot = tl.zeros_like(px) + SLOTS  # the first free slot, SLOTS while none
     for i in tl.static_range(SLOTS):
@@ -338,18 +307,15 @@ def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, 
     if CANDIDATES:
         found, cx, cy = _candidates(mp, mm, base, px, py, need & _not(tried), allowed, wdx, wdy, WSIZE, cand_p, seed,
                                     ei, e, kind, DRAWS)
-    rest = need & _not(found) & _not(nothing)
+    rest = need & _not(found)
     go = found
     if SCAN:
-        if tl.max(rest.to(tl.int32), axis=0) > 0:
-            count, _sx, _sy = _spawn_cells(mp, mm, base, px, py, allowed, far, rest, px, False)
+        if tl.max(rest.to(tl.int32), axis=0) > 0:  # (skeletons, mostly: path is rare in the far ring)
+            count, sx, sy = _spawn_cells(mp, mm, base, px, py, allowed, wdx, wdy, WSIZE, WPAD, rest, u_pick)
             scan = rest & (count > 0)
-            if tl.max(scan.to(tl.int32), axis=0) > 0:  # (skeletons, mostly: no path in the window)
-                pick = tl.minimum((u_pick * count.to(tl.float32)).to(tl.int32), tl.maximum(count - 1, 0))
-                _c, sx, sy = _spawn_cells(mp, mm, base, px, py, allowed, far, scan, pick, True)
-                cx = tl.where(scan, sx, cx)
-                cy = tl.where(scan, sy, cy)
-                go = go | scan
+            cx = tl.where(scan, sx, cx)
+            cy = tl.where(scan, sy, cy)
+            go = go | scan
         deferred = rest & (px < -1000)
     else:
         deferred = rest
@@ -392,7 +358,7 @@ def _attack(pos, hp, mask, e, SLOTS: tl.constexpr, bx, by, do, damage, live):
 def _rules(e, live, action_p,
            mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
            fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-           plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+           plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
            u_p, dirs_p, cand_p, seed_p, deferred_p, DRAWS: tl.constexpr):
     """The whole step for the lanes ``e`` (``live`` inside num_envs), in place, but for the spawns
     that need a scan of the window; returns (reward float32, terminated, the achievements bits,
@@ -584,7 +550,6 @@ def _rules(e, live, action_p,
     mined = got_stone | got_coal | got_iron | got_diamond
     new_block = tl.where(got_tree, GRASS, tl.where(mined, PATH, tl.where(got_ripe, PLANT, block)))
     _st(mp, base + bidx, new_block, live & bok)
-    _mark_path(pr_p, e64, bidx, live & bok & mined)
     i_wood += got_tree.to(tl.int32)
     i_stone += got_stone.to(tl.int32)
     i_coal += got_coal.to(tl.int32)
@@ -771,7 +736,6 @@ def _rules(e, live, action_p,
         hit = on_player & alive
         breaks = alive & ((blk == FURNACE) | (blk == TABLE))
         _st(mp, base + idx, tl.zeros_like(px) + PATH, live & ok & breaks)
-        _mark_path(pr_p, e64, idx, live & ok & breaks)
         health -= 2 * hit.to(tl.int32)
         sleeping = sleeping & _not(hit)
         _st(amask, o, (_inb(x, y) & _not(blocked) & alive).to(tl.int32), live)
@@ -785,16 +749,15 @@ def _rules(e, live, action_p,
     if DRAWS == 1:
         seed = 0
     nope = px < -1000
-    no_path = _no_path_near(pr_p, e64, live, px, py)
-    d_cow = _spawn(mp, mm, base, px, py, live, cpos, chp, cmask, e64, 3, COW_BLOCKS, False, COW_HEALTH, u11, u14,
-                   COW_CHANCE, wdx, wdy, 340, cand_p, seed, e, 0, DRAWS, True, False, nope, nope)
-    d_zombie = _spawn(mp, mm, base, px, py, live & _not(d_cow), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS, True,
-                      ZOMBIE_HEALTH, u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, e, 1, DRAWS, True, False, nope,
+    d_cow = _spawn(mp, mm, base, px, py, live, cpos, chp, cmask, e64, 3, COW_BLOCKS, COW_HEALTH, u11, u14,
+                   COW_CHANCE, wdx, wdy, 340, 512, cand_p, seed, e, 0, DRAWS, True, False, nope)
+    d_zombie = _spawn(mp, mm, base, px, py, live & _not(d_cow), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS,
+                      ZOMBIE_HEALTH, u12, u15, chance_zombie, fdx, fdy, 184, 256, cand_p, seed, e, 1, DRAWS, True, False,
                       nope)
     queued = d_cow | d_zombie
-    d_skeleton = _spawn(mp, mm, base, px, py, live & _not(queued), spos, shp, smask, e64, 2, SKELETON_BLOCKS, True,
-                        SKELETON_HEALTH, u13, u16, SKELETON_CHANCE, fdx, fdy, 184, cand_p, seed, e, 2, DRAWS, True,
-                        False, nope, no_path)
+    d_skeleton = _spawn(mp, mm, base, px, py, live & _not(queued), spos, shp, smask, e64, 2, SKELETON_BLOCKS,
+                        SKELETON_HEALTH, u13, u16, SKELETON_CHANCE, fdx, fdy, 184, 256, cand_p, seed, e, 2, DRAWS, True,
+                        False, nope)
     queued = queued | d_skeleton
     _st(deferred_p, e64, tl.where(d_cow, 0, tl.where(d_zombie, 1, 2)), queued)
 
@@ -907,18 +870,15 @@ def _mob_codes(pos, mask, e64, live, px, py, i, SLOTS: tl.constexpr):
 
 
 @triton.jit
-def _mob_bits(pos, mask, e64, live, px, py, SLOTS: tl.constexpr):
-    """A kind's flags over the 63 view cells as the bits of an int64: slot by slot, each slot's
-    ``on`` bit written at its cell (the last slot written there wins, as the reference's scatter)."""
-    bits = tl.zeros_like(px).to(tl.int64)
+def _mob_flags(flags, cell, pos, mask, e64, live, px, py, SLOTS: tl.constexpr, BIT: tl.constexpr):
+    """A kind's flag (bit ``BIT``) in the view cells' columns ``cell`` [1, W] (127: not a view
+    cell) of ``flags`` [lanes, W]: slot by slot, each slot's ``on`` written at its cell (the last
+    slot written there wins, as the reference's scatter). Compares on int32 tiles: the same as
+    bits of an int64 per lane, in half the registers."""
     for i in tl.static_range(SLOTS):
-        code = _mob_codes(pos, mask, e64, live, px, py, i, SLOTS)
-        lands = code >= 0
-        cell = tl.where(lands, code >> 1, 0).to(tl.int64)
-        one = tl.full(cell.shape, 1, tl.int64) << cell
-        on = (code & 1).to(tl.int64) << cell
-        bits = tl.where(lands, (bits & (one ^ -1)) | on, bits)
-    return bits
+        code = _mob_codes(pos, mask, e64, live, px, py, i, SLOTS).to(tl.int32)[:, None]  # -1: off the view
+        flags = tl.where(cell == (code >> 1), (flags & ~(1 << BIT)) | ((code & 1) << BIT), flags)
+    return flags
 
 
 @triton.jit
@@ -932,19 +892,18 @@ def _write_compact(out_p, out2_p, e64, live, mp, ppos, pdir_p, health_p, food_p,
     the light level's float32 bytes)."""
     px = _ld(ppos, e64 * 2, live)
     py = _ld(ppos, e64 * 2 + 1, live)
-    zb = _mob_bits(zpos, zmask, e64, live, px, py, 3)[:, None]
-    cb = _mob_bits(cpos, cmask, e64, live, px, py, 3)[:, None]
-    sb = _mob_bits(spos, smask, e64, live, px, py, 2)[:, None]
-    ab = _mob_bits(apos, amask, e64, live, px, py, 3)[:, None]
     lv = live[:, None]
     e2 = e64[:, None]
     b = tl.arange(0, 128)[None, :]
     x = px[:, None] + (b // 9 - 3)
     y = py[:, None] + (b % 9 - 4)
     blk = tl.load(mp + e2 * 4096 + x * 64 + y, mask=lv & (b < 63) & _inb(x, y), other=OOB).to(tl.int32)
-    shift = tl.where((b >= 63) & (b < 126), b - 63, 0).to(tl.int64)
-    flags = (((zb >> shift) & 1) | (((cb >> shift) & 1) << 1) | (((sb >> shift) & 1) << 2)
-             | (((ab >> shift) & 1) << 3)).to(tl.int32)
+    cell = tl.where((b >= 63) & (b < 126), b - 63, 127)
+    flags = tl.zeros([px.shape[0], 128], dtype=tl.int32)
+    flags = _mob_flags(flags, cell, zpos, zmask, e64, live, px, py, 3, 0)
+    flags = _mob_flags(flags, cell, cpos, cmask, e64, live, px, py, 3, 1)
+    flags = _mob_flags(flags, cell, spos, smask, e64, live, px, py, 2, 2)
+    flags = _mob_flags(flags, cell, apos, amask, e64, live, px, py, 3, 3)
     inv01 = tl.load(inv_p + e2 * 12 + (b - 126), mask=lv & (b >= 126), other=0).to(tl.int32)
     head = tl.where(b < 63, blk, tl.where(b < 126, flags, inv01)).to(tl.uint8)
     row = e2 * COMPACT
@@ -983,14 +942,14 @@ def _enqueue(queue_p, count_p, e, queued):
 def _game_kernel(action_p, reward_p, term_p, queue_p, count_p,
                  mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
                  fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-                 plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+                 plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
                  u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
     e = tl.program_id(0) * LANES + tl.arange(0, LANES)
     live = e < n
     reward, terminated, _ach, queued = _rules(
         e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
         thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-        plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
+        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
         cand_p, seed_p, deferred_p, DRAWS)
     tl.store(reward_p + e, reward, mask=live)
     tl.store(term_p + e, terminated.to(tl.int8), mask=live)
@@ -1002,7 +961,7 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
                 done_queue_p, done_count_p, max_steps,
                 mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
                 fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-                plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+                plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
                 u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
     pid = tl.program_id(0)
     e = pid * LANES + tl.arange(0, LANES)
@@ -1011,7 +970,7 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
     reward, terminated, ach, queued = _rules(
         e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
         thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-        plpos, plage, plmask, light_p, ach_p, ts_p, pr_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
+        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
         cand_p, seed_p, deferred_p, DRAWS)
     _enqueue(queue_p, count_p, e, queued)
     # what TensorEnv.step keeps around the rules: the time limit (only for worlds still alive),
@@ -1040,7 +999,7 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
 
 @triton.jit
 def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, cpos, chp, cmask, spos, shp, smask,
-                  ts_p, pr_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr,
+                  ts_p, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, cand_p, seed_p, DRAWS: tl.constexpr,
                   SL: tl.constexpr):
     """The spawns the step left to a scan, for the worlds it queued: from the kind whose
     candidates failed (a scan now) on, the kinds in the reference's order."""
@@ -1071,14 +1030,12 @@ def _spawn_kernel(queue_p, count_p, deferred_p, mp, mm, ppos, zpos, zhp, zmask, 
         px = _ld(ppos, e64 * 2, live)
         py = _ld(ppos, e64 * 2 + 1, live)
         chance_zombie = tl.load(zchance_table + tl.minimum(_ld(ts_p, e64, live) - 1, max_t), mask=live, other=0.0)
-        nope = px < -1000
-        _spawn(mp, mm, base, px, py, live & (first == 0), cpos, chp, cmask, e64, 3, COW_BLOCKS, False, COW_HEALTH,
-               u11, u14, COW_CHANCE, wdx, wdy, 340, cand_p, seed, ei, 0, DRAWS, False, True, first == 0, nope)
-        _spawn(mp, mm, base, px, py, live & (first <= 1), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS, True, ZOMBIE_HEALTH,
-               u12, u15, chance_zombie, fdx, fdy, 184, cand_p, seed, ei, 1, DRAWS, True, True, first == 1, nope)
-        _spawn(mp, mm, base, px, py, live, spos, shp, smask, e64, 2, SKELETON_BLOCKS, True, SKELETON_HEALTH, u13, u16,
-               SKELETON_CHANCE, fdx, fdy, 184, cand_p, seed, ei, 2, DRAWS, True, True, first == 2,
-               _no_path_near(pr_p, e64, live, px, py))
+        _spawn(mp, mm, base, px, py, live & (first == 0), cpos, chp, cmask, e64, 3, COW_BLOCKS, COW_HEALTH,
+               u11, u14, COW_CHANCE, wdx, wdy, 340, 512, cand_p, seed, ei, 0, DRAWS, False, True, first == 0)
+        _spawn(mp, mm, base, px, py, live & (first <= 1), zpos, zhp, zmask, e64, 3, ZOMBIE_BLOCKS, ZOMBIE_HEALTH,
+               u12, u15, chance_zombie, fdx, fdy, 184, 256, cand_p, seed, ei, 1, DRAWS, True, True, first == 1)
+        _spawn(mp, mm, base, px, py, live, spos, shp, smask, e64, 2, SKELETON_BLOCKS, SKELETON_HEALTH, u13, u16,
+               SKELETON_CHANCE, fdx, fdy, 184, 256, cand_p, seed, ei, 2, DRAWS, True, True, first == 2)
 
 
 @triton.jit
@@ -1145,10 +1102,10 @@ _STATE_KEYS = ("map", "mob_map", "player_position", "player_direction", "player_
                "zombies.attack_cooldown", "cows.position", "cows.health", "cows.mask", "skeletons.position",
                "skeletons.health", "skeletons.mask", "skeletons.attack_cooldown", "arrows.position", "arrows.mask",
                "arrow_directions", "growing_plants_positions", "growing_plants_age", "growing_plants_mask",
-               "light_level", "achievements", "timestep", "path_regions")
+               "light_level", "achievements", "timestep")
 _SPAWN_KEYS = ("map", "mob_map", "player_position", "zombies.position", "zombies.health", "zombies.mask",
                "cows.position", "cows.health", "cows.mask", "skeletons.position", "skeletons.health", "skeletons.mask",
-               "timestep", "path_regions")
+               "timestep")
 _OBS_KEYS = ("map", "player_position", "player_direction", "player_health", "player_food", "player_drink",
              "player_energy", "is_sleeping", "inventory", "zombies.position", "zombies.mask", "cows.position",
              "cows.mask", "skeletons.position", "skeletons.mask", "arrows.position", "arrows.mask", "light_level")
@@ -1214,9 +1171,12 @@ class Step:
         """How many worlds ended in the last step (listed in ``done_queue``)."""
         self.deferred = torch.zeros(num_envs, dtype=torch.int8, device=device)
         """The first kind each queued world left to the spawn kernel."""
-        self.launch = {"env_warps": 4, "spawn_lanes": SPAWN_BLOCK, "spawn_warps": 8, "spawn_per_sm": 8,
-                       "obs_lanes": OBS_BLOCK, "obs_warps": 4, "obs_per_sm": 16}
-        """Launch settings of the kernels (``benchmarks/craftax_kernels.py`` times alternatives)."""
+        self.launch = {"env_warps": 4, "env_maxnreg": 0, "spawn_lanes": SPAWN_BLOCK, "spawn_warps": 2,
+                       "spawn_per_sm": 16, "spawn_maxnreg": 0, "obs_lanes": OBS_BLOCK, "obs_warps": 4, "obs_per_sm": 16,
+                       "obs_maxnreg": 0}
+        """Launch settings of the kernels (``benchmarks/craftax_kernels.py`` times alternatives);
+        ``*_maxnreg`` caps a kernel's registers per thread (0: the compiler's choice), trading
+        spills for more programs resident per multiprocessor."""
         self.configure()
 
     def configure(self, **launch: int) -> None:
@@ -1229,6 +1189,13 @@ class Step:
         self._spawn_grid = _queue_grid(self.n, c["spawn_lanes"], dev, c["spawn_per_sm"])
         self._observe_grid = _queue_grid(self.n, c["obs_lanes"], dev, c["obs_per_sm"])
 
+    def _options(self, kernel: str) -> dict[str, int]:
+        """The Triton launch options of ``kernel`` (env, spawn, obs) from :attr:`launch`."""
+        options = {"num_warps": self.launch[f"{kernel}_warps"]}
+        if self.launch[f"{kernel}_maxnreg"]:
+            options["maxnreg"] = self.launch[f"{kernel}_maxnreg"]
+        return options
+
     def _tables(self, tables) -> list:
         return [tables.light, tables.zombie_chance, tables.max_t, tables.window_dx, tables.window_dy, tables.far_dx,
                 tables.far_dy]
@@ -1237,7 +1204,7 @@ class Step:
         _spawn_kernel[self._spawn_grid](self.queue, self.queued, self.deferred, *_args(s, _SPAWN_KEYS),
                                      tables.zombie_chance, tables.max_t, tables.window_dx, tables.window_dy,
                                      tables.far_dx, tables.far_dy, u, cand, seed, DRAWS=mode,
-                                     SL=self.launch["spawn_lanes"], num_warps=self.launch["spawn_warps"])
+                                     SL=self.launch["spawn_lanes"], **self._options("spawn"))
 
     def game(self, s: dict[str, Tensor], action: Tensor, tables, draws: dict[str, Tensor] | None = None,
              seed: Tensor | None = None, write_draws: bool = False) -> tuple[Tensor, Tensor]:
@@ -1271,17 +1238,17 @@ class Step:
                               self.done.view(torch.int8), elapsed, episode_return, episode_length, self.partial,
                               self.queue, self.queued, self.done_queue, self.done_count, max_steps,
                               *_args(s, _STATE_KEYS), *self._tables(tables), u, d, cand, seed_t, self.deferred, n,
-                              DRAWS=mode, num_warps=self.launch["env_warps"])
+                              DRAWS=mode, **self._options("env"))
         self._spawn(s, tables, u, cand, seed_t, mode)
         lanes = self.launch["obs_lanes"]
         _observe_kernel[(triton.cdiv(n, lanes),)](final, obs, *_args(s, _OBS_KEYS), n, TWO=True, L=lanes,
-                                                  num_warps=self.launch["obs_warps"])
+                                                  **self._options("obs"))
         return self.partial
 
     def observe_reset(self, s: dict[str, Tensor], obs: Tensor) -> None:
         """The compact observation of the worlds that ended (and were reset) into ``obs``."""
         _observe_queue_kernel[self._observe_grid](self.done_queue, self.done_count, obs, *_args(s, _OBS_KEYS),
-                                                  L=self.launch["obs_lanes"], num_warps=self.launch["obs_warps"])
+                                                  L=self.launch["obs_lanes"], **self._options("obs"))
 
 
 def observe(s: dict[str, Tensor], out: Tensor) -> None:

@@ -160,11 +160,6 @@ def _norm(noise, lo, hi):
 
 
 @triton.jit
-def _or(a, b):
-    return a | b
-
-
-@triton.jit
 def _fill(p, row, N: tl.constexpr, P: tl.constexpr, value):
     """``p[row, :N] = value`` (``P``: N rounded up to a power of two)."""
     j = tl.arange(0, P)
@@ -178,8 +173,7 @@ def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_t
                      u_diamond_p, u_tree_p, u_pick_p, light0,
                      mp, mm, ppos, pdir, health, food, drink, energy, sleeping, recover, hunger, thirst, fatigue,
                      inv, zpos, zhp, zmask, zcd, cpos, chp, cmask, ccd, spos, shp, smask, scd, apos, ahp, amask,
-                     acd, adir, plpos, plage, plmask, light, ach, ts, regions, DRAWS: tl.constexpr,
-                     ROWS: tl.constexpr):
+                     acd, adir, plpos, plage, plmask, light, ach, ts, DRAWS: tl.constexpr, ROWS: tl.constexpr):
     w = tl.program_id(0).to(tl.int64)  # the world of the call
     row = tl.load(rows_p + w)  # its pool row
     sc = scratch_p + w * 1280
@@ -264,7 +258,6 @@ def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_t
 
     # -- stage 3: the blocks, ROWS map rows at a time (the noise again, normalised)
     count = tl.zeros([], dtype=tl.int32)  # stone cells
-    paths = tl.zeros([], dtype=tl.int64)  # state.path_regions: the 8 x 8 regions holding path
     for r0 in tl.range(0, 64, ROWS, loop_unroll_factor=1):
         x = r0 + tl.arange(0, ROWS)[:, None]
         cell = x * 64 + y
@@ -297,12 +290,8 @@ def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_t
         block = tl.where((mountain > F_085) & (tree_noise > F_07), LAVA, block)
         block = tl.where((x == SPAWN) & (y == SPAWN), GRASS, block)
         count += tl.sum(tl.sum((block == STONE).to(tl.int32), axis=1), axis=0)
-        region = ((x // 8) * 8 + y // 8).to(tl.int64)
-        bits = tl.where(block == PATH, tl.full(region.shape, 1, tl.int64) << region, 0)
-        paths = paths | tl.reduce(tl.reduce(bits, 1, _or), 0, _or)
         tl.store(mp + row * 4096 + cell, block.to(tl.uint8))
         tl.store(mm + row * 4096 + cell, tl.zeros([ROWS, 64], dtype=tl.uint8))
-    tl.store(regions + row, paths)  # stage 4 turns stone into diamond: no path made or lost
     tl.debug_barrier()  # the map row, written by all the program's threads, read by all of them
 
     # -- stage 4: one more diamond on the pick-th stone cell, row-major (none without stone)
@@ -324,7 +313,7 @@ def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_t
 def generate_into(states: dict[str, Tensor], rows: Tensor, light0: float, draws: dict[str, Tensor] | None = None,
                   seed: Tensor | None = None, *, chunk_rows: int | None = None) -> None:
     """Write ``k = rows.numel()`` fresh worlds into ``states[key][rows[i]]`` for every key of
-    ``STATE_FIELDS`` and ``DERIVED_FIELDS`` (``states``: [P, ...] contiguous tensors, e.g. a ``StatePool``'s; ``rows``:
+    ``STATE_FIELDS`` (``states``: [P, ...] contiguous tensors, e.g. a ``StatePool``'s; ``rows``:
     distinct pool indices, an int64 device tensor), with ``light_level = light0``. Variates from
     ``draws`` (what :func:`worldgen.sample_world_draws` returns for ``k`` worlds, on the device),
     else from the kernel's Philox stream keyed by ``seed`` (an int64 device tensor [1], read in the
@@ -344,10 +333,6 @@ def generate_into(states: dict[str, Tensor], rows: Tensor, light0: float, draws:
             raise ValueError(f"craftax triton worldgen: state tensor {key!r} must be contiguous "
                              f"{STATE_FIELDS[key][1]} (got {v.dtype})")
         args.append(v.view(torch.uint8) if v.dtype == torch.bool else v)
-    regions = states["path_regions"]
-    if not regions.is_contiguous() or regions.dtype != torch.int64:
-        raise ValueError("craftax triton worldgen: state tensor 'path_regions' must be contiguous int64")
-    args.append(regions)
     rows = rows.reshape(-1).to(torch.int64)
     scratch = torch.empty((k, SCRATCH), dtype=torch.float32, device=rows.device)
     if draws is not None:

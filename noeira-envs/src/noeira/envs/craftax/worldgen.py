@@ -39,7 +39,7 @@ from noeira.envs.craftax.constants import (
     UP,
     WATER,
 )
-from noeira.envs.craftax.state import empty_state, path_regions
+from noeira.envs.craftax.state import empty_state
 
 __all__ = ["NOISE_RES", "generate", "sample_world_draws", "world_from_draws"]
 
@@ -142,7 +142,6 @@ def world_from_draws(draws: dict[str, Tensor]) -> dict[str, Tensor]:
     s["zombies.health"].fill_(1)
     s["cows.health"].fill_(COW_HEALTH)
     s["arrow_directions"].fill_(1)
-    s["path_regions"].copy_(path_regions(s["map"]))
     return s
 
 
