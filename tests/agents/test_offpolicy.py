@@ -497,9 +497,6 @@ def test_recipes_are_the_modules_tables(name: str) -> None:
         for backend in ("cpu", "cuda"):
             by_backend = tables.get(env, tables["*"])
             want = copy.deepcopy(by_backend.get(backend, by_backend["*"]))
-            if name == "ddpg":  # TD3's table, with DDPG's own changes over it
-                for section, values in module.RECIPE_CHANGES.get(env, {}).items():
-                    want[section] = values if section == "note" else {**want.get(section, {}), **values}
             got = module.recipe(env, backend, None)
             assert got == want and module.recipe(env, backend, 64) == want, (env, backend)
             assert recipes.noeira_recipe(agent=name, env=env, backend=backend, num_envs=None) == want

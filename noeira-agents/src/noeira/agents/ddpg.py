@@ -37,24 +37,7 @@ class DDPG(DeterministicAgent):
         super().__init__(spec, backend, config, num_critics=1, policy_delay=1, policy_noise=0.0, noise_clip=0.0)
 
 
-RECIPE_CHANGES: dict[str, dict[str, dict[str, Any]]] = {
-    # MountainCarContinuous-v0: TD3's recipe with OU sigma 0.5 over 3e4 steps (TD3's own takes 0.75 over
-    # 5e4). Not solved on the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): 2 of 5 seeds, 100-episode
-    # evals 92.0, 93.3, -75.7, -0.0, -99.9 (seeds 2-4 never held on to the flag); TD3's 0.75 over 5e4 not tried.
-    "mountaincar-continuous": {"agent": {"exploration_noise": 0.5}, "run": {"total_steps": 30_000},
-                               "note": "not solved: 2 of 5 seeds reach 90 on a 2-core CPU; td3's recipe solves 4 of 5 "
-                                       "(BENCHMARKS.md)"},
-}
-"""Where DDPG's recipe differs from TD3's: env name -> table -> keys set over TD3's recipe (``note``: its note)."""
-
-
 def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
-    """TD3's recipes (:func:`noeira.agents.td3.recipe`), with :data:`RECIPE_CHANGES` over them."""
-    out = td3.recipe(env, backend, num_envs)
-    if out is not None:
-        for section, values in RECIPE_CHANGES.get(env, {}).items():
-            if section == "note":
-                out["note"] = values
-            else:
-                out.setdefault(section, {}).update(values)
-    return out
+    """TD3's recipes (:func:`noeira.agents.td3.recipe`): on the 2-core CPU they solve DDPG's
+    pairs too (MountainCarContinuous: 5 of 5 seeds, BENCHMARKS.md "Recipes that solve")."""
+    return td3.recipe(env, backend, num_envs)

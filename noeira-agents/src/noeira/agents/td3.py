@@ -239,10 +239,11 @@ RECIPES: RecipeTables = {
     }},
     # MountainCarContinuous-v0: rl-baselines3-zoo hyperparams/td3.yml and ddpg.yml (Ornstein-Uhlenbeck
     # exploration noise, sigma 0.5; SB3's defaults otherwise: lr 1e-3, one update per transition, 3e5 steps),
-    # with [64, 64] networks, OU sigma 0.75 and 5e4 steps (DDPG takes sigma 0.5 and 3e4 steps: ddpg.py).
-    # On the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): 4 of 5 seeds solve, 100-episode evals
-    # 92.6, 90.8, -1.0, 94.6, 94.0 (seed 2 never reached the flag often enough and learned to stand
-    # still; ~110-185 s of training each). With sigma 0.5 over 3e4 steps seed 0 evaluated -4.7.
+    # with [64, 64] networks, OU sigma 0.75 and 5e4 steps. On the 2-core CPU (BENCHMARKS.md, "Recipes
+    # that solve"): TD3 solves 4 of 5 seeds, 100-episode evals 92.6, 90.8, -1.0, 94.6, 94.0 (seed 2
+    # never reached the flag often enough and learned to stand still; ~110-185 s of training each);
+    # DDPG 5 of 5, 93.3-93.9 (sigma 0.5 over 3e4 steps had solved 2 of 5). With sigma 0.5 over 3e4
+    # steps TD3's seed 0 evaluated -4.7.
     "mountaincar-continuous": {"*": {
         "env": {"num_envs": 4},
         "agent": {"hidden": [64, 64], "batch_size": 256, "buffer_size": 100_000, "learning_starts": 1_000,
