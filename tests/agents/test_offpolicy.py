@@ -20,7 +20,7 @@ from noeira.agents import recipes, td3
 from noeira.agents.ddpg import DDPG
 from noeira.agents.dqn import DQN
 from noeira.agents.offpolicy import QEnsemble
-from noeira.agents.sac import SAC, SquashedGaussianActor
+from noeira.agents.sac import SAC, SDEActor, SquashedGaussianActor
 from noeira.agents.td3 import TD3
 from noeira.core.api import get_backend, make_agent, make_env
 from noeira.core.config import field_docs
@@ -48,6 +48,11 @@ def build(name: str, num_envs: int = 4, seed: int = 0, **cfg: object) -> tuple[o
 @pytest.mark.parametrize("name", AGENTS)
 def test_conformance(name: str) -> None:
     agent, env = build(name, updates_per_step=2)
+    check_agent(agent, env, iterations=3)
+
+
+def test_conformance_sac_sde() -> None:
+    agent, env = build("sac", updates_per_step=2, sde=True, sde_sample_freq=2)
     check_agent(agent, env, iterations=3)
 
 
@@ -185,6 +190,46 @@ def test_sac_log_prob_matches_torch_distributions() -> None:
     assert torch.allclose(log_prob, dist.log_prob(action.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1), atol=1e-3)
     assert float(action.abs().max()) <= 1.0
     assert float(log_std.min()) >= -5.0 and float(log_std.max()) <= 2.0
+
+
+def test_sde_actor_log_prob_matches_torch_distributions() -> None:
+    """gSDE: the sample is ``tanh(mu + phi W)`` and its log-probability the tanh-squashed
+    N(mu, sqrt(phi^2 sigma^2 + 1e-6)) of torch.distributions; one W per env gives a noise
+    that is a linear function of the features."""
+    torch.manual_seed(0)
+    actor = SDEActor(3, 2, (16,), -1.0)
+    obs = torch.randn(64, 3)
+    g = torch.Generator().manual_seed(1)
+    w = actor.weights((64,), g)
+    assert w.shape == (64, 16, 2)
+    action, log_prob = actor.sample_with(obs, w)
+    mean, phi = actor(obs)
+    std = (phi.square() @ actor.log_std.exp().square() + 1e-6).sqrt()
+    dist = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, std), [torch.distributions.TanhTransform(cache_size=1)]
+    )
+    assert torch.allclose(log_prob, dist.log_prob(action.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1), atol=1e-3)
+    pre_tanh = torch.atanh(action.clamp(-1 + 1e-6, 1 - 1e-6))
+    assert torch.allclose(pre_tanh - mean, torch.bmm(phi.unsqueeze(1), w).squeeze(1), atol=1e-3)
+    # the batch form: one W for every row; the loss reaches log_std through sample and density
+    action, log_prob = actor.sample(obs, g)
+    log_prob.sum().backward()
+    assert actor.log_std.grad is not None and float(actor.log_std.grad.abs().sum()) > 0
+    assert float(mean.abs().max()) <= 2.0
+
+
+def test_sac_sde_keeps_each_envs_noise_for_sde_sample_freq_steps() -> None:
+    agent, env = build("sac", sde=True, sde_sample_freq=3, sde_log_std_init=0.0, learning_starts=0)
+    obs = env.obs
+    first = [agent.explore(obs) for _ in range(3)]
+    later = agent.explore(obs)
+    # same state, same W: the same action for 3 steps, then a fresh W
+    assert torch.equal(first[0], first[1]) and torch.equal(first[0], first[2])
+    assert not torch.equal(first[0], later)
+    assert not torch.equal(first[0][0], first[0][1])  # each env its own W
+    assert set(agent.extra_state()) >= {"sde_weights", "sde_clock"}
+    with pytest.raises(ConfigError, match="agent.sde_sample_freq"):
+        build("sac", sde=True, sde_sample_freq=0)
 
 
 def test_q_ensemble_members_are_independent_mlps() -> None:

@@ -15,6 +15,13 @@ transitions in the device replay buffer; ``learn`` runs ``updates_per_step`` upd
 The policy is a tanh-squashed Gaussian in ``[-1, 1]``, rescaled to the env's Box
 (``low + (a + 1)(high - low) / 2``); the buffer stores the ``[-1, 1]`` action. The
 Gaussian's sample and log-probability are computed in float32 whatever ``agent.precision``.
+
+With ``sde`` the Gaussian's noise is state-dependent (gSDE, Raffin et al. 2022, as
+Stable-Baselines3 has it): ``a = tanh(mu(s) + phi(s) W)``, ``phi(s)`` the actor's last hidden
+layer, ``W ~ N(0, sigma^2)`` a ``[features, act_dim]`` matrix with ``sigma = exp(log_std)``
+learned per entry. While an env keeps its ``W`` (``sde_sample_freq`` steps) its noise is a
+smooth function of the state, so exploration persists across steps (what MountainCar's flag
+needs; white noise averages out); each update draws one ``W`` for its batch.
 """
 
 from __future__ import annotations
@@ -40,8 +47,9 @@ from noeira.agents.offpolicy import (
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.distributed import sync_gradients
+from noeira.core.errors import ConfigError
 
-__all__ = ["RECIPES", "SAC", "SquashedGaussianActor", "recipe"]
+__all__ = ["RECIPES", "SAC", "SDEActor", "SquashedGaussianActor", "recipe"]
 
 
 class SquashedGaussianActor(nn.Module):
@@ -71,6 +79,46 @@ class SquashedGaussianActor(nn.Module):
         return torch.tanh(x), log_prob
 
 
+class SDEActor(nn.Module):
+    """pi(a|s) with gSDE: ``tanh(N(mu(s), sqrt(phi(s)^2 @ sigma^2 + 1e-6)))`` in ``[-1, 1]^act_dim``,
+    sampled as ``tanh(mu(s) + phi(s) @ W)``, ``W = sigma * N(0, 1)`` (reparameterized, so the loss
+    reaches ``log_std`` through the sample as well as the density). ``phi`` enters the noise and
+    the variance detached, and ``mu`` is clipped to ``[-2, 2]`` before the tanh (SB3's
+    ``learn_features=False`` and ``clip_mean``)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], log_std_init: float) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(relu_mlp(obs_dim, hidden[:-1], hidden[-1]), nn.ReLU())
+        self.mu = nn.Linear(hidden[-1], act_dim)
+        self.log_std = nn.Parameter(torch.full((hidden[-1], act_dim), float(log_std_init)))
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """``mean [B, act_dim]`` (clipped) and the features ``phi [B, features]``."""
+        phi = self.trunk(obs.flatten(1).float())
+        return self.mu(phi).clamp(-2.0, 2.0), phi
+
+    def weights(self, batch: tuple[int, ...], generator: torch.Generator) -> Tensor:
+        """Noise matrices ``W [*batch, features, act_dim]``, each entry ``N(0, sigma^2)``."""
+        std = self.log_std.exp()
+        return std * torch.randn((*batch, *std.shape), generator=generator, device=std.device, dtype=std.dtype)
+
+    def sample_with(self, obs: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+        """The action ``[B, act_dim]`` under ``W`` (one ``[F, A]`` for the batch, or ``[B, F, A]``)
+        and its log-probability ``[B]`` (float32)."""
+        mean, phi = (x.float() for x in self(obs))
+        phi = phi.detach()
+        noise = phi @ w if w.dim() == 2 else torch.bmm(phi.unsqueeze(1), w).squeeze(1)
+        std = (phi.square() @ self.log_std.exp().square() + 1e-6).sqrt()
+        x = mean + noise
+        log_prob = (-0.5 * (noise / std).square() - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+        log_prob = log_prob - (2 * (math.log(2) - x - F.softplus(-2 * x))).sum(-1)
+        return torch.tanh(x), log_prob
+
+    def sample(self, obs: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """A reparameterized action and its log-probability under one fresh ``W`` for the batch."""
+        return self.sample_with(obs, self.weights((), generator))
+
+
 class SAC(OffPolicyAgent):
     """Soft Actor-Critic for 1-d ``Box`` action spaces."""
 
@@ -92,14 +140,30 @@ class SAC(OffPolicyAgent):
         """Lower bound of the policy's log standard deviation."""
         log_std_max: float = 2.0
         """Upper bound of the policy's log standard deviation."""
+        sde: bool = False
+        """State-dependent exploration (gSDE, module docstring) instead of white Gaussian noise."""
+        sde_sample_freq: int = 32
+        """With ``sde``: env steps each env keeps its noise matrix ``W`` before drawing a new one."""
+        sde_log_std_init: float = -3.0
+        """With ``sde``: the initial ``log sigma`` of every entry of ``W`` (SB3's ``log_std_init``)."""
 
     config: Config
 
     def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
         super().__init__(spec, backend, config)
         cfg, dev = config, self.device
-        self.actor = SquashedGaussianActor(self.obs_dim, self.act_dim, cfg.hidden, cfg.log_std_min,
-                                           cfg.log_std_max).to(dev)
+        if cfg.sde and cfg.sde_sample_freq < 1:
+            raise ConfigError(f"agent.sde_sample_freq: must be >= 1, got {cfg.sde_sample_freq}")
+        self.actor: SquashedGaussianActor | SDEActor
+        if cfg.sde:
+            self.actor = SDEActor(self.obs_dim, self.act_dim, cfg.hidden, cfg.sde_log_std_init).to(dev)
+            self.sde_weights = torch.zeros((self.num_envs, *self.actor.log_std.shape), device=dev)
+            """Each env's noise matrix ``W``, redrawn every ``sde_sample_freq`` collect steps."""
+            self.sde_clock = torch.zeros((), dtype=torch.int64, device=dev)
+            """Collect steps taken (the redraws are due where it is a multiple of ``sde_sample_freq``)."""
+        else:
+            self.actor = SquashedGaussianActor(self.obs_dim, self.act_dim, cfg.hidden, cfg.log_std_min,
+                                               cfg.log_std_max).to(dev)
         self.critic, self.critic_target = online_and_target(QEnsemble, 2, self.obs_dim, self.act_dim, cfg.hidden,
                                                             device=dev)
         self.log_alpha = nn.ParameterDict({"log_alpha": nn.Parameter(torch.tensor(math.log(cfg.alpha), device=dev))})
@@ -112,7 +176,19 @@ class SAC(OffPolicyAgent):
             self.alpha_opt = self.add_optimizer("alpha", self.log_alpha.parameters(), cfg.actor_lr)
 
     def explore(self, obs: Tensor) -> Tensor:
-        return self.actor.sample(obs, self.generator)[0]
+        if not self.config.sde:
+            return self.actor.sample(obs, self.generator)[0]
+        # a draw every step, kept only where due: the same work each step (recordable), no host branch
+        due = (self.sde_clock % self.config.sde_sample_freq) == 0
+        self.sde_weights.copy_(torch.where(due, self.actor.weights((self.num_envs,), self.generator),
+                                           self.sde_weights))
+        self.sde_clock.add_(1)
+        return self.actor.sample_with(obs, self.sde_weights)[0]
+
+    def extra_state(self) -> dict[str, Tensor]:
+        if not self.config.sde:
+            return super().extra_state()
+        return {**super().extra_state(), "sde_weights": self.sde_weights, "sde_clock": self.sde_clock}
 
     def policy_action(self, obs: Tensor, deterministic: bool) -> Tensor:
         """``tanh(mean)`` (``deterministic``) or a policy sample ``[B, act_dim]``."""
