@@ -141,7 +141,8 @@ class SAC(OffPolicyAgent):
         log_std_max: float = 2.0
         """Upper bound of the policy's log standard deviation."""
         sde: bool = False
-        """State-dependent exploration (gSDE, module docstring) instead of white Gaussian noise."""
+        """State-dependent exploration (gSDE): noise ``phi(s) W``, the actor's features times a per-env
+        random matrix kept ``sde_sample_freq`` steps, instead of white Gaussian noise."""
         sde_sample_freq: int = 32
         """With ``sde``: env steps each env keeps its noise matrix ``W`` before drawing a new one."""
         sde_log_std_init: float = -3.0
