@@ -870,15 +870,18 @@ def _mob_codes(pos, mask, e64, live, px, py, i, SLOTS: tl.constexpr):
 
 
 @triton.jit
-def _mob_flags(flags, cell, pos, mask, e64, live, px, py, SLOTS: tl.constexpr, BIT: tl.constexpr):
-    """A kind's flag (bit ``BIT``) in the view cells' columns ``cell`` [1, W] (127: not a view
-    cell) of ``flags`` [lanes, W]: slot by slot, each slot's ``on`` written at its cell (the last
-    slot written there wins, as the reference's scatter). Compares on int32 tiles: the same as
-    bits of an int64 per lane, in half the registers."""
+def _mob_bits(pos, mask, e64, live, px, py, SLOTS: tl.constexpr):
+    """A kind's flags over the 63 view cells as the bits of an int64: slot by slot, each slot's
+    ``on`` bit written at its cell (the last slot written there wins, as the reference's scatter)."""
+    bits = tl.zeros_like(px).to(tl.int64)
     for i in tl.static_range(SLOTS):
-        code = _mob_codes(pos, mask, e64, live, px, py, i, SLOTS).to(tl.int32)[:, None]  # -1: off the view
-        flags = tl.where(cell == (code >> 1), (flags & ~(1 << BIT)) | ((code & 1) << BIT), flags)
-    return flags
+        code = _mob_codes(pos, mask, e64, live, px, py, i, SLOTS)
+        lands = code >= 0
+        cell = tl.where(lands, code >> 1, 0).to(tl.int64)
+        one = tl.full(cell.shape, 1, tl.int64) << cell
+        on = (code & 1).to(tl.int64) << cell
+        bits = tl.where(lands, (bits & (one ^ -1)) | on, bits)
+    return bits
 
 
 @triton.jit
@@ -892,18 +895,19 @@ def _write_compact(out_p, out2_p, e64, live, mp, ppos, pdir_p, health_p, food_p,
     the light level's float32 bytes)."""
     px = _ld(ppos, e64 * 2, live)
     py = _ld(ppos, e64 * 2 + 1, live)
+    zb = _mob_bits(zpos, zmask, e64, live, px, py, 3)[:, None]
+    cb = _mob_bits(cpos, cmask, e64, live, px, py, 3)[:, None]
+    sb = _mob_bits(spos, smask, e64, live, px, py, 2)[:, None]
+    ab = _mob_bits(apos, amask, e64, live, px, py, 3)[:, None]
     lv = live[:, None]
     e2 = e64[:, None]
     b = tl.arange(0, 128)[None, :]
     x = px[:, None] + (b // 9 - 3)
     y = py[:, None] + (b % 9 - 4)
     blk = tl.load(mp + e2 * 4096 + x * 64 + y, mask=lv & (b < 63) & _inb(x, y), other=OOB).to(tl.int32)
-    cell = tl.where((b >= 63) & (b < 126), b - 63, 127)
-    flags = tl.zeros([px.shape[0], 128], dtype=tl.int32)
-    flags = _mob_flags(flags, cell, zpos, zmask, e64, live, px, py, 3, 0)
-    flags = _mob_flags(flags, cell, cpos, cmask, e64, live, px, py, 3, 1)
-    flags = _mob_flags(flags, cell, spos, smask, e64, live, px, py, 2, 2)
-    flags = _mob_flags(flags, cell, apos, amask, e64, live, px, py, 3, 3)
+    shift = tl.where((b >= 63) & (b < 126), b - 63, 0).to(tl.int64)
+    flags = (((zb >> shift) & 1) | (((cb >> shift) & 1) << 1) | (((sb >> shift) & 1) << 2)
+             | (((ab >> shift) & 1) << 3)).to(tl.int32)
     inv01 = tl.load(inv_p + e2 * 12 + (b - 126), mask=lv & (b >= 126), other=0).to(tl.int32)
     head = tl.where(b < 63, blk, tl.where(b < 126, flags, inv01)).to(tl.uint8)
     row = e2 * COMPACT
