@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from noeira.agents import ppo
-from noeira.agents.distributions import CategoricalHead, GaussianHead, make_head
+from noeira.agents.distributions import CategoricalHead, GaussianHead, SDEGaussianHead, make_head
 from noeira.agents.ppo import PPO
 from noeira.agents.rollout import Rollout, gae, puff_advantage
 from noeira.core import Box, Discrete, MultiDiscrete, TensorEnv, get_backend, make_agent, make_env
@@ -225,6 +225,41 @@ def test_gaussian_head_matches_normal_and_clips_for_env() -> None:
     env_action = head.to_env(action)
     assert bool((env_action.abs() <= 2.0).all()) and bool((action.abs() > 2.0).any())  # stored unclipped
     torch.testing.assert_close(env_action, action.clamp(-2, 2))
+
+
+def test_sde_head_keeps_each_envs_noise_and_matches_normal() -> None:
+    """gSDE: the action is mu(phi) + phi W with phi = tanh(out) and one W per env, kept for
+    sample_freq samples; its density and entropy are Normal(mu, sqrt(phi^2 sigma^2 + 1e-6))'s."""
+    torch.manual_seed(0)
+    space = Box(-2.0, 2.0, shape=(2,))
+    head = SDEGaussianHead(space, features=8, num_envs=16, sample_freq=3, log_std_init=-0.5)
+    g = torch.Generator().manual_seed(0)
+    out = torch.randn(16, 8, generator=g)
+    first = [head.sample(out, g)[0] for _ in range(3)]
+    later, logp = head.sample(out, g)
+    assert torch.equal(first[0], first[1]) and torch.equal(first[0], first[2]) and not torch.equal(first[0], later)
+    phi = torch.tanh(out)
+    mean = head.mu(phi)
+    torch.testing.assert_close(later - mean, torch.bmm(phi.unsqueeze(1), head.weights).squeeze(1))
+    ref = torch.distributions.Normal(mean, (phi.square() @ head.log_std.exp().square() + 1e-6).sqrt())
+    torch.testing.assert_close(logp, ref.log_prob(later).sum(1))
+    lp, ent = head.log_prob_entropy(out, later)
+    torch.testing.assert_close(lp, ref.log_prob(later).sum(1))
+    torch.testing.assert_close(ent, ref.entropy().sum(1))
+    (lp.sum() + ent.sum()).backward()
+    assert float(head.log_std.grad.abs().sum()) > 0 and float(head.mu.weight.grad.abs().sum()) > 0
+    assert tuple(head.sample(out[:4], g)[0].shape) == (4, 2)  # another batch size: one fresh W for it
+    with pytest.raises(ConfigError, match="needs a Box"):
+        make_head(Discrete(3), sde=True)
+    with pytest.raises(ConfigError, match="agent.sde_sample_freq"):
+        make_head(space, sde=True, sde_sample_freq=0)
+
+
+def test_ppo_with_sde_conforms() -> None:
+    env = make_env("pendulum", num_envs=4, backend="cpu", seed=0)
+    agent = make_agent("ppo", env, "cpu", sde=True, sde_sample_freq=4, horizon=8, num_minibatches=2,
+                       update_epochs=1)
+    check_agent(agent, env, iterations=3)
 
 
 def test_unsupported_action_space_is_a_config_error() -> None:

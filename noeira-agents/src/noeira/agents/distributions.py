@@ -14,6 +14,15 @@ shapes are fixed at construction. ``B`` is the batch size.
   the Box** (:meth:`GaussianHead.to_env`), while the rollout stores the unclipped sample, so the
   log-probabilities used in the update are those of what was actually sampled.
 
+- :class:`SDEGaussianHead` serves ``Box`` with generalized State-Dependent Exploration (gSDE,
+  Raffin et al. 2022; ``sde = true``): the net's actor output is a feature vector ``phi(s) =
+  tanh(out)``, the mean ``mu(phi)`` a linear layer of the head, and the noise ``phi(s) W`` with
+  ``W ~ N(0, sigma^2)`` a ``[features, act_dim]`` matrix per env, kept ``sample_freq`` samples
+  (steps) and then drawn again; ``sigma = exp(log_std)`` is learned per entry. An action's density
+  is ``N(mu, sqrt(phi^2 @ sigma^2 + 1e-6))`` (``phi`` detached there, as SB3's
+  ``learn_features=False``). The noise is a smooth function of the state while ``W`` is kept, so
+  exploration persists across steps.
+
 Sampling needs the device generator, which ``torch.distributions`` does not take, hence the
 few lines of log-softmax / Gaussian log-density here.
 """
@@ -28,7 +37,7 @@ from torch import Tensor, nn
 from noeira.core.errors import ConfigError
 from noeira.core.spaces import Box, Discrete, MultiDiscrete, Space
 
-__all__ = ["ActionHead", "CategoricalHead", "GaussianHead", "make_head"]
+__all__ = ["ActionHead", "CategoricalHead", "GaussianHead", "SDEGaussianHead", "make_head"]
 
 _NEG = -1e9  # logit of a padding entry: exp() underflows to exactly 0, unlike -inf it keeps 0 * logit finite
 
@@ -37,6 +46,8 @@ class ActionHead(nn.Module):
     """The interface: ``num_outputs`` logits/means the net produces, then sample / evaluate."""
 
     num_outputs: int
+    output_gain: float = 0.01
+    """Initial scale of the net's actor output layer (small: a near-uniform first policy)."""
     action_shape: tuple[int, ...]
     action_dtype: torch.dtype
 
@@ -138,8 +149,75 @@ class GaussianHead(ActionHead):
         return torch.maximum(torch.minimum(flat, self.high), self.low).view_as(action).to(self.action_dtype)
 
 
-def make_head(space: Space, log_std_init: float = 0.0, device: torch.device | str = "cpu") -> ActionHead:
-    """The head for an action space; anything else (a mixed or unknown space) is a ConfigError."""
+class SDEGaussianHead(GaussianHead):
+    """gSDE (module docstring): ``features`` outputs of the net -> ``mu(phi) + phi W``, one ``W``
+    per env of ``num_envs`` (a batch of another size draws one ``W`` for all its rows)."""
+
+    output_gain = 1.0  # the features must not start near zero: they scale the noise
+
+    def __init__(self, space: Box, features: int, num_envs: int, sample_freq: int, log_std_init: float = -2.0,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(space, log_std_init, device)
+        if sample_freq < 1:
+            raise ConfigError(f"agent.sde_sample_freq: must be >= 1, got {sample_freq}")
+        self.num_outputs, self.num_envs, self.sample_freq = features, num_envs, sample_freq
+        self.mu = nn.Linear(features, self.dim, device=device)
+        nn.init.orthogonal_(self.mu.weight, 0.01)
+        nn.init.zeros_(self.mu.bias)
+        self.log_std = nn.Parameter(torch.full((features, self.dim), float(log_std_init), device=device))
+        self.register_buffer("weights", torch.zeros(num_envs, features, self.dim, device=device))
+        """Each env's ``W``; in checkpoints, so a resumed run explores on as it would have."""
+        self.register_buffer("clock", torch.zeros((), dtype=torch.int64, device=device))
+        """Samples drawn from :attr:`weights` (a new ``W`` is due at each multiple of ``sample_freq``)."""
+
+    def _features(self, out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(mean, phi detached, std)`` each ``[B, ...]`` (float32)."""
+        phi = torch.tanh(out.float())
+        mean = self.mu(phi)
+        phi = phi.detach()
+        std = (phi.square() @ self.log_std.float().exp().square() + 1e-6).sqrt()
+        return mean, phi, std
+
+    def _draw(self, batch: tuple[int, ...], generator: torch.Generator) -> Tensor:
+        std = self.log_std.detach().float().exp()
+        return std * torch.randn((*batch, *std.shape), generator=generator, device=std.device)
+
+    @staticmethod
+    def _density(mean: Tensor, std: Tensor, action: Tensor) -> Tensor:
+        return (-0.5 * ((action - mean) / std).square() - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    def sample(self, out: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        mean, phi, std = self._features(out)
+        if phi.shape[0] == self.num_envs:
+            # a draw every call, kept only where due: the same work each step (recordable)
+            due = (self.clock % self.sample_freq) == 0
+            self.weights.copy_(torch.where(due, self._draw((self.num_envs,), generator), self.weights))
+            self.clock.add_(1)
+            noise = torch.bmm(phi.unsqueeze(1), self.weights).squeeze(1)
+        else:
+            noise = phi @ self._draw((), generator)
+        action = (mean + noise).detach()
+        return action.view(-1, *self.action_shape), self._density(mean, std, action)
+
+    def mode(self, out: Tensor) -> Tensor:
+        return self._features(out)[0].view(-1, *self.action_shape)
+
+    def log_prob_entropy(self, out: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        mean, _, std = self._features(out)
+        log_prob = self._density(mean, std, action.reshape(mean.shape).float())
+        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
+        return log_prob, entropy
+
+
+def make_head(space: Space, log_std_init: float = 0.0, device: torch.device | str = "cpu", *, sde: bool = False,
+              features: int = 64, num_envs: int = 1, sde_sample_freq: int = 8) -> ActionHead:
+    """The head for an action space; anything else (a mixed or unknown space) is a ConfigError.
+    ``sde`` (a ``Box`` only): :class:`SDEGaussianHead` with ``features`` net outputs, a noise
+    matrix per env of ``num_envs``, redrawn every ``sde_sample_freq`` steps."""
+    if sde:
+        if not isinstance(space, Box):
+            raise ConfigError(f"agent.sde: state-dependent exploration needs a Box action space, got {space!r}")
+        return SDEGaussianHead(space, features, num_envs, sde_sample_freq, log_std_init, device=device)
     if isinstance(space, Discrete):
         return CategoricalHead([space.n], start=space.start, squeeze=True, device=device)
     if isinstance(space, MultiDiscrete):

@@ -44,7 +44,13 @@ class ActorCriticConfig:
     """The network's own keys beyond hidden_sizes/activation (see its documentation):
     lstm: forget_bias; mingru: skip (highway | residual | none), scan (auto | parallel | sequential)."""
     log_std_init: float = 0.0
-    """Continuous actions: initial log standard deviation (a learned, state-independent parameter)."""
+    """Continuous actions: initial log standard deviation (a learned, state-independent parameter;
+    with sde: of every entry of the noise matrix)."""
+    sde: bool = False
+    """Continuous actions: state-dependent exploration (gSDE): the noise is the actor's features
+    times a per-env random matrix kept sde_sample_freq steps, so it persists across steps."""
+    sde_sample_freq: int = 8
+    """With sde: steps each env keeps its noise matrix before drawing a new one."""
     norm_obs: bool = False
     """Normalise observations by a running mean/std kept on the device (saved in checkpoints)."""
     norm_reward: bool = False
@@ -93,7 +99,9 @@ class ActorCritic(nn.Module):
         self.decode = space.decode if isinstance(space, Encoded) else None
         self.obs_shape = tuple((space.decoded if isinstance(space, Encoded) else space).shape)
         self.obs_dim = space_dim(self.obs_shape)
-        self.head = make_head(spec.action_space, cfg.log_std_init, device)
+        self.head = make_head(spec.action_space, cfg.log_std_init, device, sde=cfg.sde,
+                              features=cfg.hidden_sizes[-1], num_envs=spec.num_envs,
+                              sde_sample_freq=cfg.sde_sample_freq)
         self.obs_rms = RunningMeanStd(self.obs_shape, device=device) if cfg.norm_obs else None
         net_cls = registry.load("networks", cfg.network)
         self.reads_code = (isinstance(space, Encoded) and space.decode_into is not None and not cfg.norm_obs
@@ -101,7 +109,7 @@ class ActorCritic(nn.Module):
         self.net = net_cls(NetworkSpec(
             observation_shape=self.obs_shape, outputs={"actor": self.head.num_outputs, "critic": 1},
             device=torch.device(device), hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
-            output_gains={"actor": 0.01, "critic": 1.0}, options=dict(cfg.network_options),
+            output_gains={"actor": self.head.output_gain, "critic": 1.0}, options=dict(cfg.network_options),
             decode_into=space.decode_into if self.reads_code else None,
         ))
         self.net.to(device)
