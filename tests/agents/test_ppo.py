@@ -255,10 +255,11 @@ def test_sde_head_keeps_each_envs_noise_and_matches_normal() -> None:
         make_head(space, sde=True, sde_sample_freq=0)
 
 
-def test_ppo_with_sde_conforms() -> None:
+@pytest.mark.parametrize("precision", ["fp32", "bf16-master"])
+def test_ppo_with_sde_conforms(precision: str) -> None:
     env = make_env("pendulum", num_envs=4, backend="cpu", seed=0)
     agent = make_agent("ppo", env, "cpu", sde=True, sde_sample_freq=4, horizon=8, num_minibatches=2,
-                       update_epochs=1)
+                       update_epochs=1, precision=precision)
     check_agent(agent, env, iterations=3)
 
 

@@ -171,11 +171,13 @@ class SDEGaussianHead(GaussianHead):
         """Samples drawn from :attr:`weights` (a new ``W`` is due at each multiple of ``sample_freq``)."""
 
     def _features(self, out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(mean, phi detached, std)`` each ``[B, ...]`` (float32)."""
+        """``(mean, phi detached, std)`` each ``[B, ...]`` (float32; the mean's layer runs under
+        the caller's autocast like the net's, the noise's matmuls in float32)."""
         phi = torch.tanh(out.float())
-        mean = self.mu(phi)
+        mean = self.mu(phi).float()
         phi = phi.detach()
-        std = (phi.square() @ self.log_std.float().exp().square() + 1e-6).sqrt()
+        with torch.autocast(phi.device.type, enabled=False):
+            std = (phi.square() @ self.log_std.float().exp().square() + 1e-6).sqrt()
         return mean, phi, std
 
     def _draw(self, batch: tuple[int, ...], generator: torch.Generator) -> Tensor:
@@ -188,14 +190,15 @@ class SDEGaussianHead(GaussianHead):
 
     def sample(self, out: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         mean, phi, std = self._features(out)
-        if phi.shape[0] == self.num_envs:
-            # a draw every call, kept only where due: the same work each step (recordable)
-            due = (self.clock % self.sample_freq) == 0
-            self.weights.copy_(torch.where(due, self._draw((self.num_envs,), generator), self.weights))
-            self.clock.add_(1)
-            noise = torch.bmm(phi.unsqueeze(1), self.weights).squeeze(1)
-        else:
-            noise = phi @ self._draw((), generator)
+        with torch.autocast(phi.device.type, enabled=False):
+            if phi.shape[0] == self.num_envs:
+                # a draw every call, kept only where due: the same work each step (recordable)
+                due = (self.clock % self.sample_freq) == 0
+                self.weights.copy_(torch.where(due, self._draw((self.num_envs,), generator), self.weights))
+                self.clock.add_(1)
+                noise = torch.bmm(phi.unsqueeze(1), self.weights).squeeze(1)
+            else:
+                noise = phi @ self._draw((), generator)
         action = (mean + noise).detach()
         return action.view(-1, *self.action_shape), self._density(mean, std, action)
 
