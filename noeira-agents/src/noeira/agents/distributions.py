@@ -37,7 +37,8 @@ from torch import Tensor, nn
 from noeira.core.errors import ConfigError
 from noeira.core.spaces import Box, Discrete, MultiDiscrete, Space
 
-__all__ = ["ActionHead", "CategoricalHead", "GaussianHead", "SDEGaussianHead", "make_head"]
+__all__ = ["ActionHead", "CategoricalHead", "GaussianHead", "SDEGaussianHead", "gaussian_log_prob", "make_head",
+           "sde_draw", "sde_noise", "sde_redraw_", "sde_std"]
 
 _NEG = -1e9  # logit of a padding entry: exp() underflows to exactly 0, unlike -inf it keeps 0 * logit finite
 
@@ -149,6 +150,38 @@ class GaussianHead(ActionHead):
         return torch.maximum(torch.minimum(flat, self.high), self.low).view_as(action).to(self.action_dtype)
 
 
+# -- gSDE's pieces (this head's and SAC's actor's) --------------------------------------------------
+def sde_std(phi: Tensor, log_std: Tensor) -> Tensor:
+    """The action noise's standard deviation ``[B, A]`` for features ``phi [B, F]`` (detached by
+    the caller) and ``log_std [F, A]``: ``sqrt(phi^2 @ sigma^2 + 1e-6)``."""
+    return (phi.square() @ log_std.exp().square() + 1e-6).sqrt()
+
+
+def sde_draw(log_std: Tensor, batch: tuple[int, ...], generator: torch.Generator) -> Tensor:
+    """Noise matrices ``W [*batch, F, A]``, each entry ``N(0, sigma^2)`` (differentiable in
+    ``log_std`` unless the caller detaches it)."""
+    std = log_std.exp()
+    return std * torch.randn((*batch, *std.shape), generator=generator, device=std.device, dtype=std.dtype)
+
+
+def sde_noise(phi: Tensor, w: Tensor) -> Tensor:
+    """``phi W`` ``[B, A]``: one ``W [F, A]`` for the batch, or one per row ``[B, F, A]``."""
+    return phi @ w if w.dim() == 2 else torch.bmm(phi.unsqueeze(1), w).squeeze(1)
+
+
+def sde_redraw_(weights: Tensor, clock: Tensor, freq: int, fresh: Tensor) -> None:
+    """Each env's ``W`` in ``weights`` replaced by ``fresh`` where a redraw is due (``clock`` a
+    multiple of ``freq``), then ``clock`` + 1: a draw every call, kept only where due, so every
+    step does the same work (recordable) and the host never branches."""
+    weights.copy_(torch.where((clock % freq) == 0, fresh, weights))
+    clock.add_(1)
+
+
+def gaussian_log_prob(deviation: Tensor, std: Tensor) -> Tensor:
+    """Diagonal Gaussian log-density ``[B]`` of a sample ``deviation = x - mean`` away from its mean."""
+    return (-0.5 * (deviation / std).square() - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
 class SDEGaussianHead(GaussianHead):
     """gSDE (module docstring): ``features`` outputs of the net -> ``mu(phi) + phi W``, one ``W``
     per env of ``num_envs`` (a batch of another size draws one ``W`` for all its rows)."""
@@ -177,37 +210,27 @@ class SDEGaussianHead(GaussianHead):
         mean = self.mu(phi).float()
         phi = phi.detach()
         with torch.autocast(phi.device.type, enabled=False):
-            std = (phi.square() @ self.log_std.float().exp().square() + 1e-6).sqrt()
+            std = sde_std(phi, self.log_std.float())
         return mean, phi, std
-
-    def _draw(self, batch: tuple[int, ...], generator: torch.Generator) -> Tensor:
-        std = self.log_std.detach().float().exp()
-        return std * torch.randn((*batch, *std.shape), generator=generator, device=std.device)
-
-    @staticmethod
-    def _density(mean: Tensor, std: Tensor, action: Tensor) -> Tensor:
-        return (-0.5 * ((action - mean) / std).square() - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
 
     def sample(self, out: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         mean, phi, std = self._features(out)
+        log_std = self.log_std.detach().float()
         with torch.autocast(phi.device.type, enabled=False):
             if phi.shape[0] == self.num_envs:
-                # a draw every call, kept only where due: the same work each step (recordable)
-                due = (self.clock % self.sample_freq) == 0
-                self.weights.copy_(torch.where(due, self._draw((self.num_envs,), generator), self.weights))
-                self.clock.add_(1)
-                noise = torch.bmm(phi.unsqueeze(1), self.weights).squeeze(1)
+                sde_redraw_(self.weights, self.clock, self.sample_freq, sde_draw(log_std, (self.num_envs,), generator))
+                noise = sde_noise(phi, self.weights)
             else:
-                noise = phi @ self._draw((), generator)
+                noise = sde_noise(phi, sde_draw(log_std, (), generator))
         action = (mean + noise).detach()
-        return action.view(-1, *self.action_shape), self._density(mean, std, action)
+        return action.view(-1, *self.action_shape), gaussian_log_prob(action - mean, std)
 
     def mode(self, out: Tensor) -> Tensor:
         return self._features(out)[0].view(-1, *self.action_shape)
 
     def log_prob_entropy(self, out: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         mean, _, std = self._features(out)
-        log_prob = self._density(mean, std, action.reshape(mean.shape).float())
+        log_prob = gaussian_log_prob(action.reshape(mean.shape).float() - mean, std)
         entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
         return log_prob, entropy
 

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from noeira.agents.distributions import gaussian_log_prob, sde_draw, sde_noise, sde_redraw_, sde_std
 from noeira.agents.offpolicy import (
     OffPolicyAgent,
     OffPolicyConfig,
@@ -50,6 +51,11 @@ from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
 
 __all__ = ["RECIPES", "SAC", "SDEActor", "SquashedGaussianActor", "recipe"]
+
+
+def _tanh_log_det(x: Tensor) -> Tensor:
+    """``sum log |d tanh(x)/dx| = sum log(1 - tanh(x)^2)`` ``[B]``, in a form stable for large ``|x|``."""
+    return (2 * (math.log(2) - x - F.softplus(-2 * x))).sum(-1)
 
 
 class SquashedGaussianActor(nn.Module):
@@ -73,9 +79,7 @@ class SquashedGaussianActor(nn.Module):
         mean, log_std = (x.float() for x in self(obs))  # bf16 under autocast: sample in float32
         eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         x = mean + log_std.exp() * eps
-        log_prob = (-0.5 * eps.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        # log |d tanh(x)/dx| = log(1 - tanh(x)^2), in a form that is stable for large |x|
-        log_prob = log_prob - (2 * (math.log(2) - x - F.softplus(-2 * x))).sum(-1)
+        log_prob = (-0.5 * eps.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1) - _tanh_log_det(x)
         return torch.tanh(x), log_prob
 
 
@@ -99,19 +103,16 @@ class SDEActor(nn.Module):
 
     def weights(self, batch: tuple[int, ...], generator: torch.Generator) -> Tensor:
         """Noise matrices ``W [*batch, features, act_dim]``, each entry ``N(0, sigma^2)``."""
-        std = self.log_std.exp()
-        return std * torch.randn((*batch, *std.shape), generator=generator, device=std.device, dtype=std.dtype)
+        return sde_draw(self.log_std, batch, generator)
 
     def sample_with(self, obs: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
         """The action ``[B, act_dim]`` under ``W`` (one ``[F, A]`` for the batch, or ``[B, F, A]``)
         and its log-probability ``[B]`` (float32)."""
         mean, phi = (x.float() for x in self(obs))
         phi = phi.detach()
-        noise = phi @ w if w.dim() == 2 else torch.bmm(phi.unsqueeze(1), w).squeeze(1)
-        std = (phi.square() @ self.log_std.exp().square() + 1e-6).sqrt()
+        noise = sde_noise(phi, w)
         x = mean + noise
-        log_prob = (-0.5 * (noise / std).square() - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
-        log_prob = log_prob - (2 * (math.log(2) - x - F.softplus(-2 * x))).sum(-1)
+        log_prob = gaussian_log_prob(noise, sde_std(phi, self.log_std)) - _tanh_log_det(x)
         return torch.tanh(x), log_prob
 
     def sample(self, obs: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -179,11 +180,8 @@ class SAC(OffPolicyAgent):
     def explore(self, obs: Tensor) -> Tensor:
         if not self.config.sde:
             return self.actor.sample(obs, self.generator)[0]
-        # a draw every step, kept only where due: the same work each step (recordable), no host branch
-        due = (self.sde_clock % self.config.sde_sample_freq) == 0
-        self.sde_weights.copy_(torch.where(due, self.actor.weights((self.num_envs,), self.generator),
-                                           self.sde_weights))
-        self.sde_clock.add_(1)
+        sde_redraw_(self.sde_weights, self.sde_clock, self.config.sde_sample_freq,
+                    self.actor.weights((self.num_envs,), self.generator))
         return self.actor.sample_with(obs, self.sde_weights)[0]
 
     def extra_state(self) -> dict[str, Tensor]:

@@ -292,11 +292,9 @@ def _spawn(mp, mm, base, px, py, active, pos, hp, mask, e, SLOTS: tl.constexpr, 
     enters ``mob_map`` if that slot is alive (the reference's bookkeeping, quirk included).
     Returns the lanes that would spawn but found no candidate (``SCAN`` off: they are deferred,
     nothing of this kind done for them)."""
-    taken = tl.zeros_like(px)
     slot = tl.zeros_like(px) + SLOTS  # the first free slot, SLOTS while none
     for i in tl.static_range(SLOTS):
         alive = _ld(mask, e * SLOTS + i, active) != 0
-        taken += alive.to(tl.int32)
         slot = tl.where(_not(alive) & (slot == SLOTS), i, slot)
     has_free = slot < SLOTS
     slot = tl.where(has_free, slot, 0)
