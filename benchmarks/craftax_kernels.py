@@ -9,6 +9,12 @@ worlds reset).
 
     python benchmarks/craftax_kernels.py --num-envs 1048576
     python benchmarks/craftax_kernels.py --num-envs 1048576 --only obs
+    python benchmarks/craftax_kernels.py --num-envs 1048576 --only expand
+
+The ``expand`` group times the decoding of compact observations into a network's padded bf16
+input (``triton_step.expand``: [n, 148] uint8 -> [n, 1352] bf16, the 1,345 columns) at
+``--num-envs`` rows and at 1/8 of that, against a device copy of the bytes it writes (the
+bandwidth it could reach).
 
 Needs CUDA (on a CPU the kernels run only in Triton's interpreter).
 """
@@ -27,14 +33,62 @@ VARIANTS = {  # the first of each group is the default; sm_90 register counts (p
     "spawn": [{"spawn_lanes": lanes, "spawn_warps": w, "spawn_per_sm": p}  # 255, 175, 128, 215, 209, 255 registers
               for lanes, w, p in ((8, 2, 16), (4, 8, 8), (2, 4, 16), (4, 4, 8), (8, 4, 8), (4, 2, 16))],
     "obs": [{"obs_lanes": lanes, "obs_warps": w} for lanes, w in ((16, 4), (8, 4), (16, 8), (32, 8))],  # 168, 90, 108, 189
+    "expand": [{"rows": r, "warps": w} for r, w in ((4, 8), (4, 4), (8, 4), (16, 4), (16, 8), (32, 4), (32, 8))],
 }
+
+
+def _timed(fn, steps: int) -> float:
+    """Seconds per call of ``fn`` (after 3 untimed calls)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps
+
+
+def _codes(rows: int) -> torch.Tensor:
+    """``rows`` compact observations: those of 4,096 worlds after 100 random steps, repeated."""
+    from noeira.core import make_env
+
+    env = make_env("craftax-classic", num_envs=4096, backend="cuda", seed=0, kernel="torch", obs="compact")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for _ in range(100):
+        env.step(torch.randint(0, 17, (4096,), generator=g, device="cuda"))
+    return env.obs.repeat(-(-rows // 4096), 1)[:rows].contiguous()
+
+
+def _expand(codes: torch.Tensor, setting: dict, steps: int) -> list[str]:
+    """Rows of the expand group: ``triton_step.expand`` of all ``codes`` and of 1/8 of them, and
+    a copy of as many bytes as it writes."""
+    from noeira.envs.craftax import render, triton_step
+
+    tenths = render._tenths_table(torch.device("cuda"))
+    lines = []
+    for rows in (codes.shape[0], codes.shape[0] // 8):
+        code = codes[:rows]
+        out = torch.zeros(rows, 1352, dtype=torch.bfloat16, device="cuda")
+        copy_src = torch.empty_like(out)
+        saved = triton_step.EXPAND_ROWS, triton_step.EXPAND_WARPS
+        triton_step.EXPAND_ROWS, triton_step.EXPAND_WARPS = setting["rows"], setting["warps"]
+        try:
+            dt = _timed(lambda c=code, o=out: triton_step.expand(c, o, tenths), steps)
+        finally:
+            triton_step.EXPAND_ROWS, triton_step.EXPAND_WARPS = saved
+        ref = _timed(lambda o=out, c=copy_src: o.copy_(c), steps)
+        gbs = rows * 1345 * 2 / dt / 1e9
+        lines.append(f"rows={setting['rows']}, warps={setting['warps']}, {rows:,} rows: {dt * 1e6:.1f} us "
+                     f"({gbs:.0f} GB/s written; a copy of the buffer {ref * 1e6:.1f} us)")
+    return lines
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--num-envs", type=int, default=1 << 20)
     p.add_argument("--steps", type=int, default=30, help="timed steps per setting")
-    p.add_argument("--only", default="", help="comma list of groups: env,spawn,obs (default: all)")
+    p.add_argument("--only", default="", help="comma list of groups: env,spawn,obs,expand (default: all)")
     p.add_argument("--quick", action="store_true", help="(nox bench) a small size")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -43,6 +97,14 @@ def main() -> int:
     from noeira.core import make_env
 
     n = 65536 if args.quick else args.num_envs
+    groups = [x for x in (args.only.split(",") if args.only else VARIANTS) if x]
+    if groups == ["expand"]:  # no env at this size needed (nor its kernels compiled)
+        print(f"craftax-classic expand, {n:,} rows, {torch.cuda.get_device_name()}, commit {commit()}")
+        codes = _codes(n)
+        for setting in VARIANTS["expand"]:
+            for line in _expand(codes, setting, args.steps):
+                print(f"expand {line}", flush=True)
+        return 0
     env = make_env("craftax-classic", num_envs=n, backend="cuda", seed=0, kernel="triton", obs="compact")
     step = env._triton
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -57,9 +119,13 @@ def main() -> int:
     print(f"craftax-classic kernels, {n:,} envs, {torch.cuda.get_device_name()}, commit {commit()}")
     print(f"per step: {queued:,.0f} worlds queued for a spawn scan ({queued / n:.2%}), {done:,.0f} reset ({done / n:.2%})")
     print(f"{'group':<6} {'setting':<58} {'steps/s':>10} {'ms/step':>8}")
-    groups = [x for x in (args.only.split(",") if args.only else VARIANTS) if x]
+    codes = _codes(n) if "expand" in groups else None
     for group in groups:
         for setting in VARIANTS[group]:
+            if group == "expand":
+                for line in _expand(codes, setting, args.steps):
+                    print(f"{group:<6} {line}", flush=True)
+                continue
             default = dict(step.launch)
             step.configure(**setting)
             for i in range(3):  # compile

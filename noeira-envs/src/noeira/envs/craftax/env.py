@@ -140,6 +140,10 @@ class CraftaxClassic(TensorEnv):
         r.truncated &= ~r.terminated  # the time limit counts only for worlds still alive
         return r
 
+    # Opaque to torch.compile (the ``device`` graph): the step is hand-fused Triton kernels that
+    # Inductor cannot improve, and tracing their launchers fails on some versions (torch 2.11
+    # cannot lower the bool state's byte views); the graph break costs nothing once recorded.
+    @torch.compiler.disable
     def _kernel_step(self, action: Tensor, draws: Mapping[str, Tensor] | None = None) -> StepResult:
         """TensorEnv.step's work on the Triton kernels (``draws``: variates to replay, for tests)."""
         from noeira.envs.craftax import triton_step

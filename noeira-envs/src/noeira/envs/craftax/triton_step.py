@@ -58,6 +58,8 @@ SPAWN_BLOCK = 8
 """Queued worlds per program of the spawn kernel (each scans its window's cells as one tile)."""
 OBS_BLOCK = 16
 """Worlds per program of the observation kernels (each builds its rows as [16, 128] and [16, 32] tiles)."""
+EXPAND_ROWS, EXPAND_WARPS = 4, 8
+"""Rows per program and warps of :func:`expand`."""
 
 # -- constants inside the kernels ------------------------------------------------------------------
 GRASS = _const(C.GRASS)
@@ -1065,34 +1067,67 @@ def _observe_queue_kernel(queue_p, count_p, out_p, mp, ppos, pdir_p, health_p, f
 
 
 @triton.jit
-def _expand_kernel(code_p, out_p, tenths_p, n, stride, ROWS: tl.constexpr, BF16: tl.constexpr):
+def _store_value(ptr, v, mask, BF16: tl.constexpr):
+    """Store float32 ``v`` at ``ptr``: as float32, or (``BF16``, an int16 pointer) as bfloat16 bits."""
+    if BF16:
+        tl.store(ptr, _bf16_bits(v), mask=mask)
+    else:
+        tl.store(ptr, v, mask=mask)
+
+
+@triton.jit
+def _bf16_bits(v):
+    """float32 -> bfloat16 bits (as int16), rounded to nearest even as torch casts (finite values;
+    done on the bits, so the same under Triton's interpreter)."""
+    bits = v.to(tl.int32, bitcast=True)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).to(tl.int16)
+
+
+@triton.jit
+def _expand_kernel(code_p, out_p, tenths_p, n, STRIDE: tl.constexpr, ROWS: tl.constexpr, BF16: tl.constexpr):
     """Compact observations [n, 148] uint8 -> the symbolic ones, the first 1,345 columns of rows
-    ``stride`` apart: float32, or (``BF16``, ``out_p`` viewed as int16) bfloat16 rounded to
-    nearest even as torch casts (done on the bits, the same under Triton's interpreter)."""
+    ``STRIDE`` apart: float32, or (``BF16``, ``out_p`` viewed as int16) bfloat16 as torch casts.
+
+    The grid's 1,323 one-hot columns hold 63 to 315 ones a row: they are written as zeros (spans
+    whose bounds are multiples of 8, so with a row stride of a multiple of 8, as a padded input's
+    1,352, the stores are 16-byte vectors), then, after a barrier, the ones are stored where each
+    cell's bytes point. The columns from 1,320 on (the last cell's last mob bits, the scalars)
+    take the general path."""
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     live = (r < n)[:, None]
-    r64 = r.to(tl.int64)[:, None]
-    j = tl.arange(0, 2048)[None, :]
-    cell = j // 21
-    ch = j % 21
+    src_row = code_p + r.to(tl.int64)[:, None] * COMPACT
+    dst_row = out_p + r.to(tl.int64)[:, None] * STRIDE
+    j = tl.arange(0, 1024)[None, :]
+    _store_value(dst_row + j, tl.zeros([ROWS, 1024], tl.float32), live, BF16)
+    j = 1024 + tl.arange(0, 512)[None, :]
+    _store_value(dst_row + j, tl.zeros([ROWS, 512], tl.float32), live & (j < 1320), BF16)
+    tl.debug_barrier()  # the zeros land before the ones (the same addresses, other threads)
+    cell = tl.arange(0, 64)[None, :]
+    on = live & (cell < 63)
+    block = tl.load(src_row + cell, mask=on, other=0).to(tl.int32)
+    mobs = tl.load(src_row + 63 + cell, mask=on, other=0).to(tl.int32)
+    one = tl.full([ROWS, 64], 1.0, tl.float32)
+    _store_value(dst_row + cell * 21 + block, one, on, BF16)
+    for k in tl.static_range(4):
+        col = cell * 21 + 17 + k
+        _store_value(dst_row + col, one, on & (((mobs >> k) & 1) != 0) & (col < 1320), BF16)
+    # columns 1320..1343: the last cell's mob bits 1..3, the tenths, the direction, the light
+    j = 1320 + tl.arange(0, 32)[None, :]
     grid = j < 1323
-    src = tl.where(grid, tl.where(ch < 17, cell, 63 + cell), tl.where(j < 1339, 126 + (j - 1323), tl.where(
-        j < 1343, 142, tl.where(j == 1344, 143, 144))))
-    byte = tl.load(code_p + r64 * COMPACT + src, mask=live & (j < 1345), other=0).to(tl.int32)
-    onehot = tl.where(ch < 17, byte == ch, ((byte >> (ch - 17)) & 1) != 0).to(tl.float32)
+    src = tl.where(grid, 125, tl.where(j < 1339, 126 + (j - 1323), 142))
+    byte = tl.load(src_row + src, mask=live & (j < 1343), other=0).to(tl.int32)
     tenths = tl.load(tenths_p + byte, mask=live & (j >= 1323) & (j < 1339), other=0.0)
     direction = ((((byte + 128) & 255) - 128 - 1) == (j - 1339)).to(tl.float32)
-    b0 = tl.load(code_p + r64 * COMPACT + 144, mask=live, other=0).to(tl.int32)
-    b1 = tl.load(code_p + r64 * COMPACT + 145, mask=live, other=0).to(tl.int32)
-    b2 = tl.load(code_p + r64 * COMPACT + 146, mask=live, other=0).to(tl.int32)
-    b3 = tl.load(code_p + r64 * COMPACT + 147, mask=live, other=0).to(tl.int32)
+    b0 = tl.load(src_row + 144, mask=live, other=0).to(tl.int32)
+    b1 = tl.load(src_row + 145, mask=live, other=0).to(tl.int32)
+    b2 = tl.load(src_row + 146, mask=live, other=0).to(tl.int32)
+    b3 = tl.load(src_row + 147, mask=live, other=0).to(tl.int32)
     light = (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)).to(tl.float32, bitcast=True)
-    v = tl.where(grid, onehot, tl.where(j < 1339, tenths, tl.where(j < 1343, direction, tl.where(
-        j == 1343, light, byte.to(tl.float32)))))
-    if BF16:
-        bits = v.to(tl.int32, bitcast=True)  # finite values: round the low 16 bits to nearest even
-        v = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).to(tl.int16)
-    tl.store(out_p + r64 * stride + j, v, mask=live & (j < 1345))
+    bit = ((byte >> (j - 1320 + 1)) & 1).to(tl.float32)
+    v = tl.where(grid, bit, tl.where(j < 1339, tenths, tl.where(j < 1343, direction, light)))
+    _store_value(dst_row + j, v, live & (j < 1344), BF16)
+    # column 1344: the sleeping flag
+    _store_value(dst_row + 1344, tl.load(src_row + 143, mask=live, other=0).to(tl.float32), live, BF16)
 
 
 # -- launchers -------------------------------------------------------------------------------------
@@ -1267,6 +1302,7 @@ def expand(code: Tensor, out: Tensor, tenths: Tensor) -> None:
     if out.dtype not in (torch.float32, torch.bfloat16) or out.stride(-1) != 1 or out.shape[-1] < 1345:
         raise ValueError(f"craftax expand: out must be float32 or bfloat16 [n, >= 1345] with contiguous rows, "
                          f"got {out.dtype} {tuple(out.shape)}")
-    rows, bf16 = 4, out.dtype == torch.bfloat16
-    _expand_kernel[(triton.cdiv(n, rows),)](code, out.view(torch.int16) if bf16 else out, tenths, n, out.stride(0),
-                                             ROWS=rows, BF16=bf16, num_warps=8)
+    bf16 = out.dtype == torch.bfloat16
+    _expand_kernel[(triton.cdiv(n, EXPAND_ROWS),)](code, out.view(torch.int16) if bf16 else out, tenths, n,
+                                                    STRIDE=out.stride(0), ROWS=EXPAND_ROWS, BF16=bf16,
+                                                    num_warps=EXPAND_WARPS)
