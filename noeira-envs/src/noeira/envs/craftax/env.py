@@ -108,6 +108,8 @@ class CraftaxClassic(TensorEnv):
             self._final_code = self._result.final_obs if self.compact else torch.zeros(
                 (num_envs, render.COMPACT_SIZE), dtype=torch.uint8, device=dev)
             self._obs_code = self._result.obs if self.compact else torch.zeros_like(self._final_code)
+            # built here, not at the first step: it is a host-to-device copy (a sync)
+            self._tenths = None if self.compact else render._tenths_table(torch.device(dev))
         else:
             self.pool = StatePool(self.generate, pool, refill, dev)
         self.reset(seed)
@@ -160,9 +162,8 @@ class CraftaxClassic(TensorEnv):
         self.pool.draw(k.done, self.s)
         k.observe_reset(self.s, self._obs_code)
         if not self.compact:
-            tenths = render._tenths_table(self.device)
-            triton_step.expand(self._final_code, r.final_obs, tenths)
-            triton_step.expand(self._obs_code, r.obs, tenths)
+            triton_step.expand(self._final_code, r.final_obs, self._tenths)
+            triton_step.expand(self._obs_code, r.obs, self._tenths)
         return r
 
     def _check(self, action: Tensor) -> None:
