@@ -105,12 +105,13 @@ class OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize(("name", "updates"), [*((name, 2) for name in AGENTS), ("td3", 3)])
+@pytest.mark.parametrize(("name", "updates"), [*((name, 2) for name in AGENTS), ("td3", 3), ("dqn-ez", 2)])
 @pytest.mark.parametrize("n_step", [1, 3])
 def test_collect_and_learn_are_capture_safe_across_the_warm_up(name: str, updates: int, n_step: int) -> None:
     # 4 envs, learning starts at 12 steps: learn() of calls 1-2 warms up, of calls 3+ learns;
-    # TD3 with 3 updates per call decides its delay on the device
-    extra = {"noise": "ou"} if name in ("td3", "ddpg") else {}
+    # TD3 with 3 updates per call decides its delay on the device; dqn-ez: εz-greedy's holds
+    extra = {"noise": "ou"} if name in ("td3", "ddpg") else {"ez_exponent": 2.0} if name == "dqn-ez" else {}
+    name = name.removesuffix("-ez")
     agent, env = build(name, learning_starts=12, updates_per_step=updates, n_step=n_step, **extra)
     sequences = []
     for _ in range(5):
@@ -173,6 +174,43 @@ def test_dqn_explores_epsilon_greedily() -> None:
     chosen = agent.explore(obs)
     # a random action differs from the greedy one half the time (2 actions): 0.3 * 0.5
     assert abs(float((chosen != greedy).float().mean()) - 0.15) < 0.03
+
+
+def test_dqn_ez_greedy_holds_random_actions_for_zeta_distributed_lengths() -> None:
+    """εz-greedy: at ε = 1 every free env starts a hold whose length follows zeta(2) on 1..8;
+    during a hold the action is the held one whatever the greedy choice; a done ends it."""
+    n, cap = 4096, 8
+    agent, env = build("dqn", num_envs=n, epsilon_start=1.0, epsilon_end=1.0, exploration_steps=1, ez_exponent=2.0,
+                       ez_max_repeat=cap)
+    obs = env.obs
+    first = agent.explore(obs)
+    lengths = agent.hold_steps + 1  # every env started a hold of this many steps (this one included)
+    pmf = torch.arange(1, cap + 1, dtype=torch.float64).pow(-2.0)
+    pmf /= pmf.sum()
+    freq = torch.bincount(lengths, minlength=cap + 1)[1:].double() / n
+    assert torch.allclose(freq, pmf, atol=4 * (pmf * (1 - pmf) / n).sqrt().max().item())
+    # the envs still holding keep their action, even where a greedy act would differ
+    holding = agent.hold_steps > 0
+    agent.q.q[-1].bias.data[:] = torch.tensor([-1e6, 1e6])  # greedy: always action 1
+    second = agent.explore(obs)
+    assert torch.equal(second[holding], first[holding])
+    # the ones whose hold ran out start a new one (ε = 1): random, not the greedy action 1
+    assert float((second[~holding] == 0).float().mean()) == pytest.approx(0.5, abs=0.06)
+    done = torch.zeros(n, dtype=torch.bool)
+    done[: n // 2] = True
+    agent.after_step(done)
+    assert int(agent.hold_steps[: n // 2].max()) == 0 and int(agent.hold_steps[n // 2:].max()) > 0
+
+
+def test_dqn_ez_greedy_at_epsilon_zero_is_greedy_and_checks_its_keys() -> None:
+    agent, env = build("dqn", num_envs=64, epsilon_start=0.0, epsilon_end=0.0, exploration_steps=1, ez_exponent=1.5)
+    obs = env.obs
+    for _ in range(3):
+        assert torch.equal(agent.explore(obs), agent.q(obs).argmax(-1))
+    with pytest.raises(ConfigError, match="agent.ez_exponent: must be 0"):
+        build("dqn", ez_exponent=1.0)
+    with pytest.raises(ConfigError, match="agent.ez_max_repeat: must be >= 1"):
+        build("dqn", ez_exponent=2.0, ez_max_repeat=0)
 
 
 # -- pieces of the math ---------------------------------------------------------------------------

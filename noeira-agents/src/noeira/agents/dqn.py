@@ -10,6 +10,11 @@ TD target (n-step when ``n_step > 1``, see :mod:`noeira.agents.replay`)::
     y = R + gamma^m * (1 - terminated) * Q_target(s', a*)
     a* = argmax_a Q(s', a)          (double DQN)   or   argmax_a Q_target(s', a)
 
+With ``ez_exponent`` > 1 exploration is temporally extended (εz-greedy, Dabney, Ostrovski and
+Barreto 2021): an env not already repeating starts, with probability ε, a random action held
+for ``n ~ zeta(ez_exponent)`` steps (capped at ``ez_max_repeat``), and acts greedily otherwise.
+Held actions travel where one-step dithering cannot (MountainCar's flag).
+
 The target network follows the online one by Polyak averaging with rate ``tau`` every
 ``target_update_interval`` updates (``tau = 1``: the classic hard copy). That interval is
 counted on the device, so the update stays capture-safe.
@@ -85,6 +90,11 @@ class DQN(OffPolicyAgent):
         """TD loss: mse | huber."""
         max_grad_norm: float = 10.0
         """Clip the gradient norm to this (0: no clipping)."""
+        ez_exponent: float = 0.0
+        """εz-greedy: each random action is held for n ~ zeta(ez_exponent) steps, P(n) ~ n^-ez_exponent
+        (the paper's choice: 2.0; smaller holds longer). 0: plain ε-greedy (one step each)."""
+        ez_max_repeat: int = 100
+        """εz-greedy: the longest hold, in steps."""
 
     config: Config
 
@@ -97,6 +107,16 @@ class DQN(OffPolicyAgent):
             raise ConfigError(f"agent.target_update_interval: must be >= 1, got {cfg.target_update_interval}")
         if cfg.exploration_steps < 1:
             raise ConfigError(f"agent.exploration_steps: must be >= 1, got {cfg.exploration_steps}")
+        if cfg.ez_exponent != 0 and not cfg.ez_exponent > 1:
+            raise ConfigError(f"agent.ez_exponent: must be 0 (off) or > 1, got {cfg.ez_exponent}")
+        if cfg.ez_max_repeat < 1:
+            raise ConfigError(f"agent.ez_max_repeat: must be >= 1, got {cfg.ez_max_repeat}")
+        # εz-greedy: each env's held action and the steps it has left; the zeta law's CDF on 1..max
+        self.hold_action = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self.hold_steps = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        n = torch.arange(1, cfg.ez_max_repeat + 1, dtype=torch.float64)
+        pmf = n.pow(-cfg.ez_exponent) if cfg.ez_exponent > 1 else torch.zeros_like(n)
+        self.hold_cdf = (pmf.cumsum(0) / pmf.sum().clamp(min=1e-300)).float().to(self.device)
         self.q, self.q_target = online_and_target(QNetwork, self.obs_dim, self.num_actions, cfg.hidden, cfg.dueling,
                                                   device=self.device)
         self.nets.update({"q": self.q, "q_target": self.q_target})
@@ -116,7 +136,34 @@ class DQN(OffPolicyAgent):
         return torch.where(coin < eps, random, greedy)
 
     def explore(self, obs: Tensor) -> Tensor:
-        return self._epsilon_greedy(obs, self.epsilon())
+        if self.config.ez_exponent <= 0:
+            return self._epsilon_greedy(obs, self.epsilon())
+        return self._ez_greedy(obs, self.epsilon())
+
+    def _ez_greedy(self, obs: Tensor, eps: Tensor) -> Tensor:
+        """εz-greedy over the training envs: hold, start a hold with probability ε, else greedy."""
+        greedy = self.q(obs).argmax(-1)
+        n = obs.shape[0]
+        random = torch.randint(0, self.num_actions, (n,), generator=self.generator, device=self.device)
+        coin = torch.rand(n, generator=self.generator, device=self.device)
+        u = torch.rand(n, generator=self.generator, device=self.device)
+        length = torch.searchsorted(self.hold_cdf, u, right=True).clamp(max=self.config.ez_max_repeat - 1) + 1
+        start = (self.hold_steps == 0) & (coin < eps)
+        torch.where(start, random, self.hold_action, out=self.hold_action)
+        torch.where(start, length, self.hold_steps, out=self.hold_steps)
+        action = torch.where(self.hold_steps > 0, self.hold_action, greedy)
+        self.hold_steps.sub_(1).clamp_(min=0)
+        return action
+
+    def after_step(self, done: Tensor) -> None:
+        """A hold ends with its episode."""
+        if self.config.ez_exponent > 0:
+            self.hold_steps.mul_(~done)
+
+    def extra_state(self) -> dict[str, Tensor]:
+        if self.config.ez_exponent <= 0:
+            return super().extra_state()
+        return {**super().extra_state(), "hold_action": self.hold_action, "hold_steps": self.hold_steps}
 
     def policy_action(self, obs: Tensor, deterministic: bool) -> Tensor:
         """Greedy actions ``[B]`` (``deterministic``), else ε-greedy with the current ε."""
