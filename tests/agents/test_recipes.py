@@ -13,6 +13,7 @@ import pytest
 from noeira.agents.offpolicy import OffPolicyAgent
 from noeira.core import Discrete, make_env, registry
 from noeira.core.driver import build, resolve, train
+from noeira.core.plugins import get_plugin_manager, hookimpl
 from noeira.core.recipes import find_recipes, merged_recipe
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -102,24 +103,41 @@ def test_a_pair_without_a_recipe_warns_in_one_line(install_dist: Callable[..., P
     assert cfg.recipes and not _warnings(caplog)
 
 
+class _NotePlugin:
+    """A recipe plugin that knows its dqn-on-mountaincar recipe does not solve."""
+
+    @hookimpl
+    def noeira_recipe(self, agent: str, env: str, backend: str, num_envs: int | None) -> dict | None:
+        if (agent, env) != ("dqn", "mountaincar"):
+            return None
+        return {"note": "not solved: a test's recipe", "run": {"log_interval": 4}}
+
+
 def test_a_recipe_known_not_to_solve_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A recipe's note (what it is known not to do) is one warning line when a run starts, kept in
     record.json and shown by ``noeira train --help``; a recipe that solves has none."""
     from noeira.core.cli import main
 
-    run = {"total_steps": 64, "progress": False, "eval_episodes": 0}
-    cfg = resolve({"backend": "cpu", "agent": {"name": "dqn"}, "env": {"name": "mountaincar", "num_envs": 2},
-                   "run": run})
-    assert len(cfg.recipe_notes) == 1 and cfg.recipe_notes[0].startswith("not solved")
-    with caplog.at_level("WARNING", logger="noeira"):
-        record = train(cfg, run_dir=tmp_path / "dqn")
-    lines = [r.getMessage() for r in caplog.records if "not solved" in r.getMessage()]
-    assert len(lines) == 1 and "\n" not in lines[0] and "'dqn'" in lines[0] and "'mountaincar'" in lines[0]
-    assert record["recipe_notes"] == list(cfg.recipe_notes)
-    assert resolve({"backend": "cpu", "agent": {"name": "dqn"}, "env": {"name": "cartpole"}}).recipe_notes == ()
-    assert main(["train", "--help", "agent=dqn", "env=mountaincar", "backend=cpu"]) == 0
-    assert "note: not solved" in capsys.readouterr().out
+    raw = {"backend": "cpu", "agent": {"name": "dqn"}, "env": {"name": "mountaincar", "num_envs": 2},
+           "run": {"total_steps": 64, "progress": False, "eval_episodes": 0}}
+    assert resolve(raw).recipe_notes == ()  # the shipped recipes solve
+    pm = get_plugin_manager()
+    pm.register(_NotePlugin(), name="note-recipes")
+    try:
+        cfg = resolve(raw)
+        (note,) = cfg.recipe_notes
+        assert note.startswith("not solved: a test's recipe (recipe of note-recipes")
+        with caplog.at_level("WARNING", logger="noeira"):
+            record = train(cfg, run_dir=tmp_path / "dqn")
+        lines = [r.getMessage() for r in caplog.records if "not solved" in r.getMessage()]
+        assert len(lines) == 1 and "\n" not in lines[0] and "'dqn'" in lines[0] and "'mountaincar'" in lines[0]
+        assert record["recipe_notes"] == list(cfg.recipe_notes)
+        assert resolve({"backend": "cpu", "agent": {"name": "dqn"}, "env": {"name": "cartpole"}}).recipe_notes == ()
+        assert main(["train", "--help", "agent=dqn", "env=mountaincar", "backend=cpu"]) == 0
+        assert "note: not solved" in capsys.readouterr().out
+    finally:
+        pm.unregister(name="note-recipes")
 
 
 # (agent, env, env steps, threshold): a recipe no other test trains, cut a little past where its
