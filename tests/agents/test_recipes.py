@@ -60,6 +60,22 @@ def test_every_allowed_pair_has_a_tuned_recipe(agent: str, env: str, backend: st
 
 
 @pytest.mark.parametrize(("agent", "env"), PAIRS, ids=[f"{a}-{e}" for a, e in PAIRS])
+def test_the_tuned_pairs_carry_no_note(agent: str, env: str) -> None:
+    """Every classic pair's recipe solves (BENCHMARKS.md): none says otherwise."""
+    assert [r.note for r in find_recipes(agent, env, "cpu")] == [None]
+
+
+@pytest.mark.parametrize(("agent", "env"), [("dqn", "gym:LunarLander-v3"), ("sac", "halfcheetah"), ("td3", "hopper"),
+                                            ("ddpg", "walker2d")])
+def test_an_agents_catch_all_recipe_says_it_is_untested(agent: str, env: str) -> None:
+    """An off-policy agent on an env it has no tuned recipe for gets only a step budget, and a note
+    (a warning line when the run starts) that nothing was verified there."""
+    (recipe,) = find_recipes(agent, env, "cpu")
+    assert recipe.note.startswith("untested: no recipe of this agent was verified on this env")
+    assert set(recipe.values) == {"run"}
+
+
+@pytest.mark.parametrize(("agent", "env"), PAIRS, ids=[f"{a}-{e}" for a, e in PAIRS])
 def test_recipes_resolve_and_build(agent: str, env: str) -> None:
     """``noeira train agent=A env=E backend=cpu`` resolves the cpu recipe (every key known to the
     agent, env and run, of the right type) and builds env and agent from it; the cuda recipe's

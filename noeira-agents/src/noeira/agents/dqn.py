@@ -29,7 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, RecipeTables, online_and_target, pick_recipe, relu_mlp
+from noeira.agents.offpolicy import (
+    UNTESTED,
+    OffPolicyAgent,
+    OffPolicyConfig,
+    RecipeTables,
+    online_and_target,
+    pick_recipe,
+    relu_mlp,
+)
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.distributed import sync_gradients
@@ -244,7 +252,7 @@ RECIPES: RecipeTables = {
                   "ez_exponent": 1.5, "n_step": 3, "lr_anneal_steps": 300_000},
         "run": {"total_steps": 300_000, "log_interval": 250},
     }},
-    "*": {"*": {"run": {"total_steps": 500_000, "log_interval": 250}}},
+    "*": {"*": {"note": UNTESTED, "run": {"total_steps": 500_000, "log_interval": 250}}},
 }
 """DQN's tuned defaults: env name -> backend name -> recipe ("*": any other)."""
 

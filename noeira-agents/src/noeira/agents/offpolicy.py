@@ -104,6 +104,11 @@ class OffPolicyConfig:
 RecipeTables = Mapping[str, Mapping[str, Mapping[str, Any]]]
 """An agent's recipes: env name -> backend name -> recipe, ``"*"`` standing for any other."""
 
+UNTESTED = ("untested: no recipe of this agent was verified on this env; the agent's defaults apply "
+            "and may not solve it")
+"""The note of an agent's ``"*"`` recipe (any other env: MuJoCo, ``gym:`` envs): a run starts
+with it as one warning line, as for a pair with no recipe at all."""
+
 
 def pick_recipe(tables: RecipeTables, env: str, backend: str) -> dict[str, Any]:
     """``tables[env][backend]`` (``"*"`` for any other env / backend), as a fresh copy the caller may change."""

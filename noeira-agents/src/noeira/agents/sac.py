@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from noeira.agents.distributions import gaussian_log_prob, sde_draw, sde_noise, sde_redraw_, sde_std
 from noeira.agents.offpolicy import (
+    UNTESTED,
     OffPolicyAgent,
     OffPolicyConfig,
     QEnsemble,
@@ -265,7 +266,7 @@ RECIPES: RecipeTables = {
                   "gamma": 0.9999, "tau": 0.01, "sde": True, "sde_sample_freq": 32, "sde_log_std_init": -3.67},
         "run": {"total_steps": 50_000, "log_interval": 250},
     }},
-    "*": {"*": {"run": {"total_steps": 1_000_000, "log_interval": 250}}},
+    "*": {"*": {"note": UNTESTED, "run": {"total_steps": 1_000_000, "log_interval": 250}}},
 }
 """SAC's tuned defaults: env name -> backend name -> recipe ("*": any other)."""
 

@@ -38,6 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from noeira.agents.offpolicy import (
+    UNTESTED,
     OffPolicyAgent,
     OffPolicyConfig,
     QEnsemble,
@@ -250,7 +251,7 @@ RECIPES: RecipeTables = {
                   "updates_per_step": 4, "actor_lr": 1e-3, "critic_lr": 1e-3, "noise": "ou", "exploration_noise": 0.75},
         "run": {"total_steps": 50_000, "log_interval": 250},
     }},
-    "*": {"*": {"run": {"total_steps": 1_000_000, "log_interval": 250}}},
+    "*": {"*": {"note": UNTESTED, "run": {"total_steps": 1_000_000, "log_interval": 250}}},
 }
 """TD3's (and DDPG's) tuned defaults: env name -> backend name -> recipe ("*": any other)."""
 
