@@ -98,12 +98,14 @@ def main() -> int:
 
     n = 65536 if args.quick else args.num_envs
     groups = [x for x in (args.only.split(",") if args.only else VARIANTS) if x]
-    if groups == ["expand"]:  # no env at this size needed (nor its kernels compiled)
-        print(f"craftax-classic expand, {n:,} rows, {torch.cuda.get_device_name()}, commit {commit()}")
+    print(f"craftax-classic kernels, {n:,} envs, {torch.cuda.get_device_name()}, commit {commit()}")
+    if "expand" in groups:  # the expansion alone: no env of this size needed (nor its kernels compiled)
         codes = _codes(n)
         for setting in VARIANTS["expand"]:
             for line in _expand(codes, setting, args.steps):
                 print(f"expand {line}", flush=True)
+        groups.remove("expand")
+    if not groups:
         return 0
     env = make_env("craftax-classic", num_envs=n, backend="cuda", seed=0, kernel="triton", obs="compact")
     step = env._triton
@@ -116,16 +118,10 @@ def main() -> int:
         env.step(actions[i % 16])
         queued += float(step.queued) / 50
         done += float(step.done_count) / 50
-    print(f"craftax-classic kernels, {n:,} envs, {torch.cuda.get_device_name()}, commit {commit()}")
     print(f"per step: {queued:,.0f} worlds queued for a spawn scan ({queued / n:.2%}), {done:,.0f} reset ({done / n:.2%})")
     print(f"{'group':<6} {'setting':<58} {'steps/s':>10} {'ms/step':>8}")
-    codes = _codes(n) if "expand" in groups else None
     for group in groups:
         for setting in VARIANTS[group]:
-            if group == "expand":
-                for line in _expand(codes, setting, args.steps):
-                    print(f"{group:<6} {line}", flush=True)
-                continue
             default = dict(step.launch)
             step.configure(**setting)
             for i in range(3):  # compile

@@ -122,9 +122,8 @@ class DQN(OffPolicyAgent):
         # εz-greedy: each env's held action and the steps it has left; the zeta law's CDF on 1..max
         self.hold_action = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self.hold_steps = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        n = torch.arange(1, cfg.ez_max_repeat + 1, dtype=torch.float64)
-        pmf = n.pow(-cfg.ez_exponent) if cfg.ez_exponent > 1 else torch.zeros_like(n)
-        self.hold_cdf = (pmf.cumsum(0) / pmf.sum().clamp(min=1e-300)).float().to(self.device)
+        pmf = torch.arange(1, cfg.ez_max_repeat + 1, dtype=torch.float64).pow(-cfg.ez_exponent)
+        self.hold_cdf = (pmf.cumsum(0) / pmf.sum()).float().to(self.device)
         self.q, self.q_target = online_and_target(QNetwork, self.obs_dim, self.num_actions, cfg.hidden, cfg.dueling,
                                                   device=self.device)
         self.nets.update({"q": self.q, "q_target": self.q_target})
