@@ -10,6 +10,11 @@ worlds reset).
     python benchmarks/craftax_kernels.py --num-envs 1048576
     python benchmarks/craftax_kernels.py --num-envs 1048576 --only obs
     python benchmarks/craftax_kernels.py --num-envs 1048576 --only expand
+    python benchmarks/craftax_kernels.py --num-envs 1048576 --only worldgen
+
+The ``worldgen`` group varies the world kernel's launch (``WorldGen.configure``: the noise kept
+from stage 2 or computed again, map rows per pass, warps, programs per multiprocessor) and also
+times the kernel alone on the last step's list of ended envs.
 
 The ``expand`` group times the decoding of compact observations into a network's padded bf16
 input (``triton_step.expand``: [n, 148] uint8 -> [n, 1352] bf16, the 1,345 columns) at
@@ -34,6 +39,9 @@ VARIANTS = {  # the first of each group is the default; sm_90 register counts (p
               for lanes, w, p in ((8, 2, 16), (4, 8, 8), (2, 4, 16), (4, 4, 8), (8, 4, 8), (4, 2, 16))],
     "obs": [{"obs_lanes": lanes, "obs_warps": w} for lanes, w in ((16, 4), (8, 4), (16, 8), (32, 8))],  # 168, 90, 108, 189
     "expand": [{"rows": r, "warps": w} for r, w in ((4, 8), (4, 4), (8, 4), (16, 4), (16, 8), (32, 4), (32, 8))],
+    "worldgen": [{"keep": k, "rows": r, "warps": w, "per_sm": p}  # 16 rows: capped at 128 registers
+                 for k, r, w, p in ((True, 16, 8, 2), (False, 16, 8, 2), (True, 16, 4, 4), (True, 32, 8, 1),
+                                    (True, 16, 8, 1))],
 }
 
 
@@ -88,7 +96,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--num-envs", type=int, default=1 << 20)
     p.add_argument("--steps", type=int, default=30, help="timed steps per setting")
-    p.add_argument("--only", default="", help="comma list of groups: env,spawn,obs,expand (default: all)")
+    p.add_argument("--only", default="", help="comma list of groups: env,spawn,obs,expand,worldgen (default: all)")
     p.add_argument("--quick", action="store_true", help="(nox bench) a small size")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -119,11 +127,12 @@ def main() -> int:
         queued += float(step.queued) / 50
         done += float(step.done_count) / 50
     print(f"per step: {queued:,.0f} worlds queued for a spawn scan ({queued / n:.2%}), {done:,.0f} reset ({done / n:.2%})")
-    print(f"{'group':<6} {'setting':<58} {'steps/s':>10} {'ms/step':>8}")
+    print(f"{'group':<8} {'setting':<58} {'steps/s':>10} {'ms/step':>8}")
     for group in groups:
+        target = env._gen if group == "worldgen" else step
         for setting in VARIANTS[group]:
-            default = dict(step.launch)
-            step.configure(**setting)
+            default = dict(target.launch)
+            target.configure(**setting)
             for i in range(3):  # compile
                 env.step(actions[i % 16])
             torch.cuda.synchronize()
@@ -133,8 +142,12 @@ def main() -> int:
             torch.cuda.synchronize()
             dt = (time.perf_counter() - t0) / args.steps
             text = ", ".join(f"{k}={v}" for k, v in setting.items())
-            print(f"{group:<6} {text:<58} {n / dt:>10.3g} {dt * 1e3:>8.3f}", flush=True)
-            step.configure(**default)
+            if group == "worldgen":  # the kernel alone, on the last step's ended envs
+                gen = _timed(lambda: env._gen(env.s, step.done_queue, step.done_count, env._light0, key=env.world_key,
+                                              episode=env.episode), args.steps)
+                text += f" ({int(step.done_count):,} worlds: {gen * 1e3:.3f} ms)"
+            print(f"{group:<8} {text:<58} {n / dt:>10.3g} {dt * 1e3:>8.3f}", flush=True)
+            target.configure(**default)
     return 0
 
 
