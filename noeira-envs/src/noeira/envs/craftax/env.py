@@ -103,6 +103,8 @@ class CraftaxClassic(TensorEnv):
         if self.kernel == "triton":
             from noeira.envs.craftax import triton_step, triton_worldgen
 
+            if self._stats.numel() != triton_step.STATS:  # the kernel sums what TensorEnv.step would
+                raise RuntimeError("craftax: the step kernel's episode sums are not TensorEnv._stats' layout")
             self._triton = triton_step.Step(num_envs, torch.device(dev))
             self._seed = torch.zeros(1, dtype=torch.int64, device=dev)  # the kernels' Philox key, +1 per step
             self._gen = triton_worldgen.WorldGen(num_envs, torch.device(dev))
