@@ -7,7 +7,8 @@ the recipes that apply < this script's ``--recipe`` layer < ``--set`` overrides)
 
 - **throughput**: 4 warm-up iterations (a graph backend records on them, timed apart), then
   ``--iterations`` collect+learn iterations between two device synchronisations;
-- **score** (with ``--seconds`` or ``--steps``): a fresh seeded run trained until the budget,
+- **score** (with ``--seconds`` or ``--steps``): a fresh seeded run trained until the budget (its
+  steps/s from the first statistics read to the last: warm-up and recording left out),
   the episode statistics read every ``--log-every`` iterations (each read is one host sync,
   counted in the wall time): mean return, Craftax score and each achievement's success rate
   at that point, over env steps and seconds of training (warm-up and recording included).
@@ -169,7 +170,11 @@ def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: in
     last = curve[-1] if curve else {}
     achievements = {k.removeprefix("episode_achievement_"): v for k, v in last.items()
                     if k.startswith("episode_achievement_")}
-    return {"env_steps": done, "seconds": time.perf_counter() - t0, "episode_return": last.get("episode_return"),
+    # training speed over the budget after the first read (warm-up and recording left out; the reads counted)
+    first = curve[0] if len(curve) > 1 else {}
+    rate = ((last["env_steps"] - first["env_steps"]) / (last["seconds"] - first["seconds"])) if first else None
+    return {"env_steps": done, "seconds": time.perf_counter() - t0, "steps_per_second": rate,
+            "episode_return": last.get("episode_return"),
             "craftax_score": last.get("craftax_score"), "achievements": achievements, "curve": curve}
 
 
@@ -229,7 +234,7 @@ def main() -> int:
     print(f"PPO on {ENV}, {backend.name} ({device}), recipe {args.recipe}, commit {commit()}")
     header = (f"{'envs':>7} {'graph':>7} {'network':>7} {'precision':>11} {'optim':>6} {'obs':>8} {'seed':>4} {'steps/s':>10} "
               f"{'collect s':>9} {'learn s':>8} "
-              f"{'score steps':>11} {'seconds':>8} {'return':>7} {'craftax':>8}")
+              f"{'score steps':>11} {'seconds':>8} {'score sps':>9} {'return':>7} {'craftax':>8}")
     print(header)
     rows = []
     for num_envs, graph, network, precision, optimizer, obs, seed in itertools.product(*axes.values()):
@@ -255,7 +260,8 @@ def main() -> int:
         print(f"{num_envs:>7} {graph:>7} {a.network:>7} {a.precision:>11} {a.optimizer:>6} {obs:>8} {seed:>4} "
               f"{fmt(row.get('steps_per_second'), '10.3g')} {fmt(row.get('collect_seconds'), '9.3f')} "
               f"{fmt(row.get('learn_seconds'), '8.3f')} {fmt(s.get('env_steps'), '11.3g')} "
-              f"{fmt(s.get('seconds'), '8.1f')} {fmt(s.get('episode_return'), '7.2f')} "
+              f"{fmt(s.get('seconds'), '8.1f')} {fmt(s.get('steps_per_second'), '9.3g')} "
+              f"{fmt(s.get('episode_return'), '7.2f')} "
               f"{fmt(s.get('craftax_score'), '8.2f')}", flush=True)
         rows.append(row)
         if args.json:
