@@ -102,7 +102,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.nproc_per_node is not None and distributed.from_environment() is None:
         from pathlib import Path
 
-        from noeira.core.driver import prepare_run_dir
+        from noeira.core.rundir import prepare_run_dir
 
         if args.run_dir and not args.overwrite:
             prepare_run_dir(Path(args.run_dir), cfg, overwrite=False)  # refuse an existing run before launching

@@ -1,4 +1,4 @@
-"""The training driver: resolve the config, build by name, loop, log, checkpoint, evaluate.
+"""The training driver: build by name, loop, log, checkpoint, evaluate.
 
 ::
 
@@ -6,19 +6,18 @@
     learn   = graph.wrap(agent.learn)   if capture_train else agent.learn
     until total_steps: collect(env); metrics = learn()      # no host sync here
     every log_interval iterations: one read of the device metrics -> hooks
+
+Config resolution is :mod:`noeira.core.resolve`; run directories and checkpoint files are
+:mod:`noeira.core.rundir`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import importlib.metadata as md
-import json
 import logging
-import math
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -29,102 +28,53 @@ import attrs
 import torch
 
 from noeira.core import distributed, registry
-from noeira.core.api import get_backend, get_graph_backend, plugin_config, split_name
-from noeira.core.config import (
-    DEFAULT_AGENT,
-    DEFAULT_ENV,
-    GraphConfig,
-    PluginSection,
-    RunConfig,
-    RunSection,
-    deep_merge,
-    load_toml,
-    parse_overrides,
-    structure,
-)
+from noeira.core.api import get_backend, get_graph_backend, split_name
+from noeira.core.config import GraphConfig, RunConfig, load_toml
 from noeira.core.contracts import Agent, Backend, BatchedEnv
 from noeira.core.errors import ConfigError, Terminated, UserError
 from noeira.core.plugins import get_plugin_manager, plugin_distribution
-from noeira.core.recipes import find_recipes, merged_recipe
+from noeira.core.resolve import config_from_cli, resolve
+from noeira.core.rundir import (
+    Run,
+    atomic_write,
+    git_commit,
+    load_checkpoint,
+    new_run_dir,
+    prepare_run_dir,
+    save_checkpoint,
+    utc_now,
+    write_json,
+)
 
 __all__ = [
+    "LoadedRun",
     "Pieces",
-    "Run",
     "build",
     "build_env",
+    "choose_graph",
     "config_from_cli",
+    "episode_metrics",
+    "eval_run",
     "evaluate",
     "load_checkpoint",
-    "prepare_run_dir",
+    "load_run",
     "process_backend",
     "rank_seed",
     "records_learn",
     "resolve",
-    "save_checkpoint",
     "train",
 ]
+# resolve, config_from_cli and load_checkpoint live in resolve.py and rundir.py; they are named
+# here too because examples, benchmarks and other distributions import them from the driver.
 
 log = logging.getLogger("noeira")
 GRAPH_ENV = "NOEIRA_GRAPH_BACKEND"
-_TOP_KEYS = ("backend", "env", "agent", "graph", "run")
-DEFAULT_NUM_ENVS = 16
 
 
 def rank_seed(seed: int, rank: int) -> int:
     """The seed of rank ``rank`` in a run seeded ``seed``: rank 0 keeps it, other ranks are
     spread far apart so no two ranks (or a rank and an evaluation env) share a stream."""
     return seed + 1_000_003 * rank
-
-
-def resolve(raw: Mapping[str, Any]) -> RunConfig:
-    """Layer the recipes for the chosen agent, env and backend (``noeira_recipe``) under ``raw``
-    and structure every section."""
-    for key in raw:
-        if key not in _TOP_KEYS:
-            raise ConfigError(f"{key}: unknown key (known keys: {', '.join(_TOP_KEYS)})")
-    for key in ("env", "agent", "graph", "run"):
-        if key in raw and not isinstance(raw[key], Mapping):
-            raise ConfigError(f"{key}: expected a table, got {raw[key]!r}")
-    backend_name = raw.get("backend", "auto")
-    if not isinstance(backend_name, str):
-        raise ConfigError(f"backend: expected a string, got {backend_name!r}")
-    backend = get_backend(backend_name)
-    env_name = raw.get("env", {}).get("name", DEFAULT_ENV)
-    agent_name = raw.get("agent", {}).get("name", DEFAULT_AGENT)
-    for path, value in (("env.name", env_name), ("agent.name", agent_name)):
-        if not isinstance(value, str):
-            raise ConfigError(f"{path}: expected a string, got {value!r}")
-    agent_cls = registry.load("agents", agent_name)
-    user_envs = raw.get("env", {}).get("num_envs")
-    user_envs = user_envs if isinstance(user_envs, int) and not isinstance(user_envs, bool) and user_envs >= 1 else None
-    recipes = find_recipes(agent_name, env_name, backend.name, user_envs)
-    merged = deep_merge(merged_recipe(recipes), raw)
-
-    env_data = dict(merged.get("env", {}))
-    env_data.pop("name", None)
-    num_envs = env_data.pop("num_envs", DEFAULT_NUM_ENVS)
-    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-        raise ConfigError(f"env.num_envs: expected an integer >= 1, got {num_envs!r}")
-    base, implied = split_name(env_name)
-    env_cfg = plugin_config(registry.load("envs", base), {**env_data, **implied}, "env")
-    agent_data = dict(merged.get("agent", {}))
-    agent_data.pop("name", None)
-    agent_cfg = plugin_config(agent_cls, agent_data, "agent")
-    graph = structure(merged.get("graph", {}), GraphConfig, "graph")
-    run = structure(merged.get("run", {}), RunSection, "run")
-    for key in ("total_steps", "log_interval"):
-        if getattr(run, key) < 1:
-            raise ConfigError(f"run.{key}: must be >= 1, got {getattr(run, key)}")
-    for key in ("eval_episodes", "checkpoint_interval", "checkpoint_minutes"):
-        if getattr(run, key) < 0:
-            raise ConfigError(f"run.{key}: must be >= 0, got {getattr(run, key)}")
-    index = backend_name.partition(":")[2]
-    return RunConfig(
-        backend=f"{backend.name}:{index}" if index else backend.name, env=PluginSection(env_name, env_cfg),
-        num_envs=num_envs, agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
-        recipes=tuple(r.describe() for r in recipes),
-        recipe_notes=tuple(f"{r.note} (recipe of {r.describe()})" for r in recipes if r.note),
-    )
 
 
 def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None) -> BatchedEnv:
@@ -164,40 +114,6 @@ def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int) -> dict[st
             "episodes": n}
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def save_checkpoint(path: Path, agent: Any, cfg: RunConfig, iteration: int, env_steps: int) -> None:
-    """Write a checkpoint atomically (a crash leaves the previous one whole)."""
-    payload = {"agent": agent.state_dict(), "iteration": iteration, "env_steps": env_steps,
-               "config": cfg.to_dict(), "format": 1}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, lambda p: torch.save(payload, p))
-
-
-def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
-    p = Path(path)
-    if p.is_dir():
-        for candidate in (p / "checkpoints" / "final.pt", p / "checkpoints" / "latest.pt", p / "final.pt", p / "latest.pt"):
-            if candidate.is_file():
-                p = candidate
-                break
-        else:
-            raise UserError(f"{path}: no checkpoint found (looked for checkpoints/final.pt and latest.pt)")
-    if not p.is_file():
-        raise UserError(f"{path}: no such checkpoint")
-    try:
-        return torch.load(p, map_location=map_location, weights_only=False)
-    except Exception as err:
-        raise UserError(f"{p}: not a readable checkpoint ({type(err).__name__}: {err})") from None
-
-
 def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
     out = {"torch": torch.__version__, **registry.noeira_distributions()}
     for name, _ in get_plugin_manager().list_name_plugin():  # hook plugins take part in every run
@@ -212,55 +128,6 @@ def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
             if info.name == name:
                 out[info.distribution] = info.version
     return dict(sorted(out.items()))
-
-
-def _git_commit() -> str | None:
-    for where in (Path(__file__).resolve().parent, Path.cwd()):
-        try:
-            out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
-                                 text=True, timeout=5, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if out.returncode == 0:
-            return out.stdout.strip()
-    return None
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-@attrs.define
-class Run:
-    """A run in progress, as the hooks see it."""
-
-    config: RunConfig
-    dir: Path
-    """The run directory (written by rank 0 only)."""
-    backend: Backend
-    env: BatchedEnv
-    agent: Agent
-    graph: str
-    iteration: int = 0
-    env_steps: int = 0
-    started: str = attrs.field(factory=_now)
-    state: dict[str, Any] = attrs.field(factory=dict)
-    """Scratch space for hook implementations (one key each)."""
-
-
-def _new_run_dir(cfg: RunConfig) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path("runs") / f"{split_name(cfg.env.name)[0]}-{cfg.agent.name}-{stamp}"
-    path, i = base, 1
-    while path.exists():
-        path, i = base.with_name(f"{base.name}-{i}"), i + 1
-    return path
-
-
-def config_from_cli(overrides: list[str], config: str | Path | None = None) -> RunConfig:
-    """The config ``noeira train [overrides] [--config FILE]`` runs with."""
-    raw = load_toml(config) if config else {}
-    return resolve(deep_merge(raw, parse_overrides(overrides)))
 
 
 @attrs.define
@@ -333,28 +200,6 @@ class _StopRequests:
     def __exit__(self, *exc: Any) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
-
-
-def _is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / name).exists() for name in ("config.toml", "record.json", "metrics.jsonl",
-                                                                     "checkpoints"))
-
-
-def prepare_run_dir(path: Path, cfg: RunConfig, overwrite: bool) -> None:
-    """Refuse to write over an existing run unless told what to do: ``run.resume`` naming that
-    run continues it in place; ``overwrite`` clears it first."""
-    if not _is_run_dir(path):
-        return
-    resume = Path(cfg.run.resume) if cfg.run.resume else None
-    if resume is not None and (resume.resolve() == path.resolve() or resume.resolve().parent.parent == path.resolve()):
-        return
-    if not overwrite:
-        raise UserError(f"--run-dir {path}: already holds a run; continue it with run.resume={path}, "
-                        "or pass --overwrite to replace it")
-    for name in ("config.toml", "record.json", "metrics.jsonl", "metrics.csv"):
-        (path / name).unlink(missing_ok=True)
-    for ckpt in (path / "checkpoints").glob("*.pt"):
-        ckpt.unlink()
 
 
 def process_backend(name: str) -> Backend:
@@ -431,7 +276,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     if backend is None:
         backend = process_backend(cfg.backend)
     main = backend.rank == 0
-    path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
+    path = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
     path = Path(distributed.from_rank_zero(str(path)))  # rank 0's choice (a new directory is named by the time)
     error = None
     if main:
@@ -456,7 +301,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     if main:
         path.mkdir(parents=True, exist_ok=True)
         (path / "checkpoints").mkdir(exist_ok=True)
-        _atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
+        atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
     if cfg.run.resume:
         ckpt = load_checkpoint(cfg.run.resume, map_location=backend.device)
@@ -474,7 +319,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
                     graph_name, backend.world_size)
     learn = graph.wrap(agent.learn, backend) if capture_train else agent.learn
     record: dict[str, Any] = {
-        "versions": _versions(cfg, graph_name), "commit": _git_commit(), "backend": backend.name,
+        "versions": _versions(cfg, graph_name), "commit": git_commit(), "backend": backend.name,
         "device": backend.device_name(), "graph": graph_name, "capture_env": bool(capture_env),
         "capture_train": capture_train, "run_dir": str(path), "start": run.started,
         "resumed_from": cfg.run.resume or None, "recipes": list(cfg.recipes),
@@ -546,24 +391,34 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         checkpoint("latest.pt")
         raise
     finally:
-        record.update({"end": _now(), "env_steps": run.env_steps, "iterations": run.iteration, "outcome": outcome})
+        record.update({"end": utc_now(), "env_steps": run.env_steps, "iterations": run.iteration, "outcome": outcome})
         if main:
-            _atomic_write(path / "record.json", lambda p: p.write_text(json.dumps(_finite(record), indent=2) + "\n"))
+            write_json(path / "record.json", record)
             pm.hook.noeira_run_finished(run=run, outcome=outcome, record=record)
         env.close()
     return record
 
 
-def _finite(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+@attrs.define
+class LoadedRun:
+    """A trained run, loaded to act: its config, backend, a fresh env and the agent with the
+    checkpoint's weights."""
+
+    cfg: RunConfig
+    backend: Backend
+    env: BatchedEnv
+    agent: Agent
+    seed: int
+    """The seed of the run's final evaluation (``run.seed + 1``), with which ``env`` was built."""
+
+    def close(self) -> None:
+        self.env.close()
 
 
-def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:
-    """Evaluate a run's checkpoint as ``noeira eval`` does; same seed as the run's final eval."""
+def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | None = None) -> LoadedRun:
+    """A run directory's config and checkpoint, built to act on ``num_envs`` envs (default: the
+    run's ``eval_episodes``, else 10) on ``backend`` (default: the run's), seeded as the run's
+    final evaluation: what ``noeira eval`` and ``--video`` use."""
     p = Path(run_dir)
     if not (p / "config.toml").is_file():
         raise UserError(f"{run_dir}: not a run directory (no config.toml)")
@@ -574,12 +429,28 @@ def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | No
     cfg = resolve(raw)
     be = get_backend(cfg.backend)
     be.seed(cfg.run.seed)
-    n = episodes or cfg.run.eval_episodes or 10
-    env = build_env(cfg, be, num_envs=n, seed=cfg.run.seed + 1)
-    agent = registry.load("agents", cfg.agent.name)(env.spec, be, cfg.agent.config)
-    agent.set_total_steps(cfg.run.total_steps)
-    agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
+    seed = cfg.run.seed + 1
+    env = build_env(cfg, be, num_envs=num_envs or cfg.run.eval_episodes or 10, seed=seed)
     try:
-        return evaluate(agent, env, n, seed=cfg.run.seed + 1)
-    finally:
+        # built for num_envs envs, else as trained: some agents need several envs to build
+        # (minibatches of whole env segments); acting takes any batch
+        cls = registry.load("agents", cfg.agent.name)
+        try:
+            agent = cls(env.spec, be, cfg.agent.config)
+        except UserError:
+            agent = cls(attrs.evolve(env.spec, num_envs=cfg.num_envs), be, cfg.agent.config)
+        agent.set_total_steps(cfg.run.total_steps)
+        agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
+    except BaseException:
         env.close()
+        raise
+    return LoadedRun(cfg, be, env, agent, seed)
+
+
+def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:
+    """Evaluate a run's checkpoint as ``noeira eval`` does; same seed as the run's final eval."""
+    run = load_run(run_dir, episodes, backend)
+    try:
+        return evaluate(run.agent, run.env, run.env.num_envs, seed=run.seed)
+    finally:
+        run.close()
