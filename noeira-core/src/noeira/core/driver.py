@@ -27,21 +27,24 @@ from typing import Any
 import attrs
 import torch
 
-from noeira.core import distributed, registry
+from noeira.core import distributed, registry, rng
 from noeira.core.api import get_backend, get_graph_backend, split_name
 from noeira.core.config import GraphConfig, RunConfig, load_toml
-from noeira.core.contracts import Agent, Backend, BatchedEnv
+from noeira.core.contracts import Agent, Backend, BatchedEnv, GraphBackend
 from noeira.core.errors import ConfigError, Terminated, UserError
 from noeira.core.plugins import get_plugin_manager, plugin_distribution
 from noeira.core.resolve import config_from_cli, resolve
 from noeira.core.rundir import (
     Run,
     atomic_write,
+    check_resume,
+    checkpoint_file,
     git_commit,
     load_checkpoint,
     new_run_dir,
     prepare_run_dir,
     save_checkpoint,
+    shard_path,
     utc_now,
     write_json,
 )
@@ -89,29 +92,62 @@ def choose_graph(cfg: GraphConfig, backend: Backend) -> str:
             or get_plugin_manager().hook.noeira_default_graph_backend(backend=backend) or "eager")
 
 
+EVAL_CHECK_EVERY = 32
+"""Evaluation steps between host reads of whether every episode is done."""
+
+
+def eval_batch(cfg: RunConfig, episodes: int) -> int:
+    """How many envs an evaluation of ``episodes`` episodes runs side by side: all of them, up to
+    the run's ``num_envs`` (at least 16); each env then runs its share of the episodes."""
+    return max(1, min(episodes, max(cfg.num_envs, 16)))
+
+
 @torch.no_grad()
-def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int) -> dict[str, Any]:
-    """Mean and std of the first episode's return in each of ``episodes`` envs, acting
-    deterministically (a recurrent policy carries its state). ``env`` must have
-    ``num_envs == episodes``."""
-    obs = env.reset(seed=seed)
-    n = env.num_envs
-    returns = torch.zeros(n, dtype=torch.float64, device=env.device)
-    finished = torch.zeros(n, dtype=torch.bool, device=env.device)
-    state, done = agent.initial_state(n), torch.ones(n, dtype=torch.bool, device=env.device)
-    limit = env.max_episode_steps or 100_000
-    for t in range(limit + 1):
-        action, state = agent.act(obs, state, done, deterministic=True)
+def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int, graph: GraphBackend | None = None,
+             backend: Backend | None = None) -> dict[str, Any]:
+    """Mean and std of the returns of ``episodes`` episodes, acting deterministically (a recurrent
+    policy carries its state). The env's ``N`` envs run side by side, env ``i`` counting the
+    first ``episodes // N`` (one more for ``i < episodes % N``) episodes it completes, so no env
+    waits for another's long episodes to count short ones. With ``graph`` (and a capture-safe
+    env) a step is recorded once and replayed; whether all are done is read every
+    ``EVAL_CHECK_EVERY`` steps. An episode still running at the step limit counts what it got."""
+    n, dev = env.num_envs, env.device
+    shares = [episodes // n + (i < episodes % n) for i in range(n)]
+    q = max(shares)
+    quota = torch.tensor(shares, device=dev)
+    returns = torch.zeros((n, q), dtype=torch.float64, device=dev)  # env i's j-th episode
+    running = torch.zeros(n, dtype=torch.float64, device=dev)
+    count = torch.zeros(n, dtype=torch.int64, device=dev)
+    done = torch.ones(n, dtype=torch.bool, device=dev)
+    initial = agent.initial_state(n)
+    state = None if initial is None else initial.clone()
+    env.reset(seed=seed)
+
+    def step() -> None:
+        action, new_state = agent.act(env.obs, state, done, deterministic=True)
+        if state is not None:
+            state.copy_(new_state)
         result = env.step(action)
-        returns += result.reward.double() * (~finished)
-        done = result.terminated | result.truncated
-        finished |= done
-        obs = result.obs
-        if t % 16 == 15 and bool(finished.all()):
+        running.add_(result.reward.double())
+        ended = result.terminated | result.truncated
+        record = ended & (count < quota)
+        col = count.clamp(max=q - 1).unsqueeze(1)
+        returns.scatter_(1, col, torch.where(record, running, returns.gather(1, col).squeeze(1)).unsqueeze(1))
+        count.add_(record.long())
+        running.masked_fill_(ended, 0.0)
+        done.copy_(ended)
+
+    run_step = graph.wrap(step, backend) if graph is not None and backend is not None and env.capture_safe else step
+    limit = (env.max_episode_steps or 100_000) * q + 1
+    for t in range(limit):
+        run_step()
+        if t % EVAL_CHECK_EVERY == EVAL_CHECK_EVERY - 1 and bool((count >= quota).all()):
             break
-    r = returns.cpu()
-    return {"mean_return": float(r.mean()), "std_return": float(r.std(unbiased=False)) if n > 1 else 0.0,
-            "episodes": n}
+    counted = count.cpu()
+    cut = counted < torch.tensor(shares)  # an episode cut by the step limit counts what it got
+    r = torch.cat([returns.cpu()[torch.arange(q) < counted[:, None]], running.cpu()[cut]])
+    return {"mean_return": float(r.mean()), "std_return": float(r.std(unbiased=False)) if r.numel() > 1 else 0.0,
+            "episodes": int(r.numel())}
 
 
 def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
@@ -163,7 +199,7 @@ def build(cfg: RunConfig, graph_name: str = "eager", backend: Backend | None = N
         if not env.capture_safe and graph_name != "eager":
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
-    agent.set_total_steps(cfg.run.total_steps)
+    agent.set_total_steps(-(-cfg.run.total_steps // backend.world_size))  # this process's share
     distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     env.reset(seed=seed)
     return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)
@@ -214,11 +250,12 @@ def process_backend(name: str) -> Backend:
 
 def _shared_tensors(agent: Agent, backend: Backend) -> list[torch.Tensor]:
     """The agent's tensors every rank must hold alike (weights, normaliser statistics, optimizer
-    state): its state_dict's tensors on the device, except replay buffers and generator states."""
+    state): its state_dict's tensors on the device, except replay buffers, generator states and
+    the per-env state of each rank's training envs."""
     out: list[torch.Tensor] = []
 
     def walk(x: Any, key: str) -> None:
-        if key in ("replay", "generator"):
+        if key in ("replay", "generator", "training_envs"):
             return
         if isinstance(x, torch.Tensor):
             if x.device == backend.device:
@@ -262,32 +299,122 @@ def episode_metrics(env: BatchedEnv, host: dict[str, float]) -> dict[str, float]
     return host
 
 
+def _agreed(check: Any) -> Any:
+    """``check()`` on every rank; a :class:`UserError` on any rank stops them all, before any
+    work, with the first rank's message."""
+    value, error = None, None
+    try:
+        value = check()
+    except UserError as err:
+        error = str(err)
+    first = next((e for e in distributed.gather_objects(error) if e is not None), None)
+    if first is not None:
+        raise UserError(first)
+    return value
+
+
+@attrs.frozen
+class Resume:
+    """What a rank resumes from: rank 0's checkpoint (the config and counters) and this rank's
+    own part (rank 0: the same; another rank: its shard, None when there is none to match)."""
+
+    source: str
+    main: dict[str, Any]
+    own: dict[str, Any] | None
+
+
+def read_resume(cfg: RunConfig, backend: Backend) -> Resume:
+    """Read and check ``run.resume`` (one-line :class:`UserError`\\ s: no such file, truncated,
+    another agent or env, another config, a finished run) before anything is built or written."""
+    source = cfg.run.resume
+    file = checkpoint_file(source)
+    main = load_checkpoint(file, map_location=backend.device)
+    check_resume(main, cfg, source)
+    own: dict[str, Any] | None = main
+    if backend.rank > 0:
+        shard = shard_path(file, backend.rank)
+        own = None
+        if int(main.get("world_size", 1)) == backend.world_size and shard.is_file():
+            own = load_checkpoint(shard, map_location=backend.device)
+            if int(own.get("iteration", -1)) != int(main["iteration"]):
+                own = None  # a shard of another checkpoint
+    return Resume(source, main, own)
+
+
+def restore(pieces: Pieces, resume: Resume) -> None:
+    """Load a checkpoint into freshly built pieces, in place: agent, env, torch's generators (a
+    checkpoint of format 1 holds the agent alone). A rank with no part of its own (the world size
+    changed) starts from rank 0's state with its generators re-seeded for its rank."""
+    env, agent, backend, cfg = pieces.env, pieces.agent, pieces.backend, pieces.cfg
+    state = resume.own if resume.own is not None else resume.main
+    with rng.reseeds(f"run.resume={resume.source}"):
+        try:
+            agent.load_state_dict(state["agent"])
+            if state.get("env") is not None:
+                env.load_state_dict(state["env"])
+        except (ValueError, KeyError, RuntimeError) as err:
+            why = (str(err).strip().splitlines() or [""])[0]
+            raise UserError(f"run.resume={resume.source}: the checkpoint does not fit agent {cfg.agent.name!r} on env "
+                            f"{cfg.env.name!r} ({type(err).__name__}: {why})") from None
+        if "rng" in state:
+            rng.restore_global_rng(state["rng"], backend.device)
+    if resume.own is None:  # this rank's generators must not repeat rank 0's streams
+        base = rank_seed(cfg.run.seed, backend.rank) * 1_000_003 + int(resume.main["iteration"])
+        torch.manual_seed(base)
+        for i, g in enumerate(backend.generators):
+            g.manual_seed(base * 101 + i)
+    if backend.rank == 0:
+        if resume.main.get("env") is None:
+            log.warning("run.resume=%s: the checkpoint holds no env state (format %s): the resumed run starts fresh "
+                        "episodes", resume.source, resume.main.get("format"))
+        elif env.resume_caveat:
+            log.warning("env %r resumes close to, not bit-identically with, the run left alone: %s", cfg.env.name,
+                        env.resume_caveat)
+        saved_world = int(resume.main.get("world_size", 1))
+        if saved_world != backend.world_size and backend.world_size > 1:
+            log.warning("run.resume=%s: a checkpoint of %d process(es) resumed by %d: ranks without a part of their "
+                        "own start from rank 0's state with re-seeded generators (not bit-exact)", resume.source,
+                        saved_world, backend.world_size)
+
+
+def _checkpoint_payload(pieces: Pieces, run: Run) -> dict[str, Any]:
+    """What a rank saves: its agent and env state and torch's generators; rank 0 adds the counters
+    and the config (the world size too, so a resume knows whether the ranks' parts match)."""
+    backend = pieces.backend
+    return {"agent": pieces.agent.state_dict(), "env": pieces.env.state_dict(),
+            "rng": rng.global_rng_state(backend.device), "iteration": run.iteration, "env_steps": run.env_steps,
+            "config": pieces.cfg.to_dict(), "world_size": backend.world_size, "rank": backend.rank,
+            "device": str(backend.device)}
+
+
 def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | None = None,
           overwrite: bool = False) -> dict[str, Any]:
     """Train as ``cfg`` says; returns the record. Rank 0 (the only process when training alone)
-    writes the run directory, calls the run hooks and evaluates; other ranks train beside it.
-    ``backend`` (default: ``cfg.backend``) is where this process computes, with its rank.
+    writes the run directory, calls the run hooks and evaluates; other ranks train beside it
+    and write their part of each checkpoint. ``backend`` (default: ``cfg.backend``) is where this
+    process computes, with its rank.
 
     An existing run at ``run_dir`` is refused unless ``cfg.run.resume`` names it (continue in
-    place) or ``overwrite``. SIGINT or SIGTERM stop the loop at the end of an iteration with a
-    checkpoint (``checkpoints/latest.pt``) and ``record.json`` (outcome ``interrupted`` or
-    ``terminated``), then raise ``KeyboardInterrupt`` or :class:`Terminated`."""
+    place) or ``overwrite``. ``run.resume`` is read and checked before anything is written, then
+    loaded into the freshly built env and agent: the run continues bit-identically with the run
+    left alone (see ``BatchedEnv.resume_caveat`` for envs that cannot). SIGINT or SIGTERM stop the
+    loop at the end of an iteration with a checkpoint (``checkpoints/latest.pt``) and
+    ``record.json`` (outcome ``interrupted`` or ``terminated``), then raise ``KeyboardInterrupt``
+    or :class:`Terminated`."""
     pm = get_plugin_manager()
     if backend is None:
         backend = process_backend(cfg.backend)
     main = backend.rank == 0
     path = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
     path = Path(distributed.from_rank_zero(str(path)))  # rank 0's choice (a new directory is named by the time)
-    error = None
-    if main:
-        try:
+
+    def start_checks() -> Resume | None:
+        if main:
             prepare_run_dir(path, cfg, overwrite)
             pm.hook.noeira_configure(config=cfg)
-        except UserError as err:
-            error = str(err)
-    error = distributed.from_rank_zero(error)  # a refused run stops every rank before any work
-    if error is not None:
-        raise UserError(error)
+        return read_resume(cfg, backend) if cfg.run.resume else None
+
+    resume = _agreed(start_checks)  # a refused run stops every rank before any work
     if main and not cfg.recipes:
         log.warning("no tuned recipe for agent %r on env %r (%s): the plugins' defaults apply and may not solve it",
                     cfg.agent.name, cfg.env.name, cfg.backend)
@@ -297,21 +424,19 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     graph = get_graph_backend(graph_name)
     pieces = build(cfg, graph_name, backend)
     env, agent, capture_env = pieces.env, pieces.agent, pieces.capture_env
-
-    if main:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "checkpoints").mkdir(exist_ok=True)
-        atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
-    if cfg.run.resume:
-        ckpt = load_checkpoint(cfg.run.resume, map_location=backend.device)
-        run.iteration, run.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
-        if run.env_steps >= cfg.run.total_steps:
+    if resume is not None:
+        try:
+            _agreed(lambda: restore(pieces, resume))
+        except BaseException:
             env.close()
-            raise UserError(f"run.resume={cfg.run.resume}: that run is finished ({run.env_steps:,} of "
-                            f"run.total_steps={cfg.run.total_steps:,} steps); raise run.total_steps to train on")
-        agent.load_state_dict(ckpt["agent"])
+            raise
+        run.iteration, run.env_steps = int(resume.main["iteration"]), int(resume.main["env_steps"])
 
+    path.mkdir(parents=True, exist_ok=True)  # every rank: each writes its part of the checkpoints
+    (path / "checkpoints").mkdir(exist_ok=True)
+    if main:
+        atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     collect = graph.wrap(agent.collect, backend) if capture_env else agent.collect
     capture_train = records_learn(cfg, backend, graph_name)
     if main and cfg.graph.capture_train and not capture_train:
@@ -325,14 +450,19 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         "resumed_from": cfg.run.resume or None, "recipes": list(cfg.recipes),
         "recipe_notes": list(cfg.recipe_notes),
         "world_size": backend.world_size, "num_envs_per_rank": cfg.num_envs,
+        "total_steps": cfg.run.total_steps,
+        "total_steps_note": (f"the recipe's {cfg.run.total_steps // cfg.world_size:,} x {cfg.world_size} processes "
+                             "(each keeps the recipe's iterations)") if cfg.total_steps_scaled else None,
         "devices": distributed.gather_objects(f"{backend.name} {backend.device} ({backend.device_name()})"),
     }
+    if resume is not None:
+        record["resumed_at"] = {"iteration": run.iteration, "env_steps": run.env_steps}
     steps_per_iteration = agent.steps_per_collect * backend.world_size  # the budget counts every rank's steps
 
     def checkpoint(name: str) -> None:
+        ckpt = shard_path(path / "checkpoints" / name, backend.rank)
+        save_checkpoint(ckpt, _checkpoint_payload(pieces, run))
         if main:
-            ckpt = path / "checkpoints" / name
-            save_checkpoint(ckpt, agent, cfg, run.iteration, run.env_steps)
             pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
 
     outcome = "failed"
@@ -343,10 +473,11 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     window_t, window_steps = t0, run.env_steps
     saved_t = t0
     stop = _StopRequests()
-    stop_flag = torch.zeros(1, device=backend.device)
+    agree = torch.zeros(2, device=backend.device)  # (signal, checkpoint due by time): ranks act together
+    stopping: int | None = None  # the signal the loop stops for (with several processes: once all agree)
     try:
         with stop:
-            while run.env_steps < cfg.run.total_steps and stop.signal is None:
+            while run.env_steps < cfg.run.total_steps and stopping is None:
                 collect(env)
                 metrics = learn()
                 run.iteration += 1
@@ -361,17 +492,26 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
                     pm.hook.noeira_iteration(run=run, iteration=run.iteration, env_steps=run.env_steps, metrics=host)
                 due_time = cfg.run.checkpoint_minutes > 0 and time.perf_counter() - saved_t >= 60 * cfg.run.checkpoint_minutes
                 due_iter = cfg.run.checkpoint_interval and run.iteration % cfg.run.checkpoint_interval == 0
-                if (due_time or due_iter) and not last:
+                if backend.world_size == 1:
+                    stopping = stop.signal
+                else:
+                    # a signal reaches the ranks at different iterations, and their clocks differ: they
+                    # stop, and checkpoint by time, at the log interval where one of them asks (a rank
+                    # leaving alone would leave the others waiting in the next collective)
+                    due_time = False
+                    if run.iteration % cfg.run.log_interval == 0 or last:
+                        agree[0].fill_(float(stop.signal or 0))
+                        agree[1].fill_(float(cfg.run.checkpoint_minutes > 0 and
+                                             time.perf_counter() - saved_t >= 60 * cfg.run.checkpoint_minutes))
+                        distributed.all_reduce_max_(agree)
+                        flags = agree.tolist()
+                        stopping = int(flags[0]) if flags[0] > 0 else None
+                        due_time = flags[1] > 0
+                if (due_time or due_iter) and not last and stopping is None:
                     checkpoint("latest.pt")
                     saved_t = time.perf_counter()
-                if backend.world_size > 1 and run.iteration % cfg.run.log_interval == 0:
-                    # a signal may reach the ranks at different iterations: stop together
-                    stop_flag.fill_(float(stop.signal or 0))
-                    distributed.all_reduce_max_(stop_flag)
-                    if stop.signal is None and float(stop_flag) > 0:
-                        stop.signal = int(stop_flag.item())
-        if stop.signal is not None:
-            raise Terminated() if stop.signal == signal.SIGTERM else KeyboardInterrupt()
+        if stopping is not None:
+            raise Terminated() if stopping == signal.SIGTERM else KeyboardInterrupt()
         backend.synchronize()
         train_time = time.perf_counter() - t0
         if backend.world_size > 1:  # the ranks' parameters, hashed on each: they must be identical
@@ -381,9 +521,12 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)
         if main and cfg.run.eval_episodes:
             t_eval = time.perf_counter()
-            eval_env = build_env(cfg, backend, num_envs=cfg.run.eval_episodes, seed=cfg.run.seed + 1)
-            record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1)
-            eval_env.close()
+            eval_env = build_env(cfg, backend, num_envs=eval_batch(cfg, cfg.run.eval_episodes), seed=cfg.run.seed + 1)
+            try:
+                record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1,
+                                                graph=graph, backend=backend)
+            finally:
+                eval_env.close()
             record["eval_seconds"] = time.perf_counter() - t_eval
         outcome = "completed"
     except (KeyboardInterrupt, Terminated) as err:
@@ -415,10 +558,14 @@ class LoadedRun:
         self.env.close()
 
 
-def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | None = None) -> LoadedRun:
-    """A run directory's config and checkpoint, built to act on ``num_envs`` envs (default: the
-    run's ``eval_episodes``, else 10) on ``backend`` (default: the run's), seeded as the run's
-    final evaluation: what ``noeira eval`` and ``--video`` use."""
+def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | None = None,
+             episodes: int | None = None) -> LoadedRun:
+    """A run directory's config and checkpoint, built to act on ``num_envs`` envs (default: as
+    many as an evaluation of ``episodes`` episodes runs, :func:`eval_batch`; ``episodes``
+    defaults to the run's ``eval_episodes``, else 10) on ``backend`` (default: the run's; a checkpoint made on any device
+    loads on any other), seeded as the run's final evaluation: what ``noeira eval`` and
+    ``--video`` use. The agent is built to act only (``training=False``): training-only keys
+    are not checked against ``num_envs``, and no replay buffer is allocated."""
     p = Path(run_dir)
     if not (p / "config.toml").is_file():
         raise UserError(f"{run_dir}: not a run directory (no config.toml)")
@@ -426,21 +573,21 @@ def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | No
     if backend:
         raw["backend"] = backend
     raw.setdefault("run", {})["resume"] = ""
-    cfg = resolve(raw)
+    cfg = resolve(raw, world_size=1)
     be = get_backend(cfg.backend)
+    ckpt = load_checkpoint(p, map_location=be.device)
+    was = ckpt.get("config", {})
+    if (was.get("agent", {}).get("name"), was.get("env", {}).get("name")) != (cfg.agent.name, cfg.env.name):
+        raise UserError(f"{checkpoint_file(p)}: a checkpoint of agent {was.get('agent', {}).get('name')!r} on env "
+                        f"{was.get('env', {}).get('name')!r}, but {p / 'config.toml'} names agent {cfg.agent.name!r} "
+                        f"on env {cfg.env.name!r}")
     be.seed(cfg.run.seed)
     seed = cfg.run.seed + 1
-    env = build_env(cfg, be, num_envs=num_envs or cfg.run.eval_episodes or 10, seed=seed)
+    env = build_env(cfg, be, num_envs=num_envs or eval_batch(cfg, episodes or cfg.run.eval_episodes or 10), seed=seed)
     try:
-        # built for num_envs envs, else as trained: some agents need several envs to build
-        # (minibatches of whole env segments); acting takes any batch
-        cls = registry.load("agents", cfg.agent.name)
-        try:
-            agent = cls(env.spec, be, cfg.agent.config)
-        except UserError:
-            agent = cls(attrs.evolve(env.spec, num_envs=cfg.num_envs), be, cfg.agent.config)
-        agent.set_total_steps(cfg.run.total_steps)
-        agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
+        agent = registry.load("agents", cfg.agent.name)(env.spec, be, cfg.agent.config, training=False)
+        with rng.reseeds(f"{p}: a checkpoint made on {ckpt.get('device', 'another device')}"):
+            agent.load_state_dict(ckpt["agent"])
     except BaseException:
         env.close()
         raise
@@ -448,9 +595,14 @@ def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | No
 
 
 def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:
-    """Evaluate a run's checkpoint as ``noeira eval`` does; same seed as the run's final eval."""
-    run = load_run(run_dir, episodes, backend)
+    """Evaluate a run's checkpoint as ``noeira eval`` does (``episodes``: default the run's
+    ``eval_episodes``, else 10), with the run's seed and graph backend: the run's final
+    evaluation, reproduced."""
+    run = load_run(run_dir, backend=backend, episodes=episodes)
+    episodes = episodes or run.cfg.run.eval_episodes or 10
     try:
-        return evaluate(run.agent, run.env, run.env.num_envs, seed=run.seed)
+        graph_name = choose_graph(run.cfg.graph, run.backend)
+        graph = get_graph_backend(graph_name) if graph_name != "eager" else None
+        return evaluate(run.agent, run.env, episodes, seed=run.seed, graph=graph, backend=run.backend)
     finally:
         run.close()

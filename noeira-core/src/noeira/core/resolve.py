@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from noeira.core import registry
+from noeira.core import distributed, registry
 from noeira.core.api import get_backend, plugin_config, split_name
 from noeira.core.config import (
     DEFAULT_AGENT,
@@ -32,6 +32,7 @@ from noeira.core.config import (
 )
 from noeira.core.errors import ConfigError
 from noeira.core.recipes import find_recipes, merged_recipe
+from noeira.core.rundir import resumed_config
 
 __all__ = ["DEFAULT_NUM_ENVS", "config_from_cli", "resolve"]
 
@@ -39,9 +40,17 @@ TOP_KEYS = ("backend", "env", "agent", "graph", "run")
 DEFAULT_NUM_ENVS = 16
 
 
-def resolve(raw: Mapping[str, Any]) -> RunConfig:
+def resolve(raw: Mapping[str, Any], world_size: int | None = None) -> RunConfig:
     """Layer the recipes for the chosen agent, env and backend (``noeira_recipe``) under ``raw``
-    and structure every section."""
+    and structure every section.
+
+    ``world_size`` (default: torchrun's ``WORLD_SIZE``, else 1) is the number of training
+    processes. Each keeps its own ``env.num_envs``, so the global batch grows with it as with
+    ``num_envs``; ``run.total_steps``, unless ``raw`` sets it, is the recipe's times
+    ``world_size``, so every process runs the recipe's iterations."""
+    if world_size is None:
+        world = distributed.from_environment()
+        world_size = world.world_size if world is not None else 1
     for key in raw:
         if key not in TOP_KEYS:
             raise ConfigError(f"{key}: unknown key (known keys: {', '.join(TOP_KEYS)})")
@@ -74,7 +83,13 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
     agent_data.pop("name", None)
     agent_cfg = plugin_config(agent_cls, agent_data, "agent")
     graph = structure(merged.get("graph", {}), GraphConfig, "graph")
-    run = structure(merged.get("run", {}), RunSection, "run")
+    run_data = dict(merged.get("run", {}))
+    scaled = world_size > 1 and "total_steps" not in raw.get("run", {})
+    if scaled:
+        steps = run_data.get("total_steps", RunSection.total_steps)
+        if isinstance(steps, int) and not isinstance(steps, bool):
+            run_data["total_steps"] = steps * world_size
+    run = structure(run_data, RunSection, "run")
     for key in ("total_steps", "log_interval"):
         if getattr(run, key) < 1:
             raise ConfigError(f"run.{key}: must be >= 1, got {getattr(run, key)}")
@@ -87,10 +102,19 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
         num_envs=num_envs, agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
         recipes=tuple(r.describe() for r in recipes),
         recipe_notes=tuple(f"{r.note} (recipe of {r.describe()})" for r in recipes if r.note),
+        world_size=world_size, total_steps_scaled=scaled,
     )
 
 
-def config_from_cli(overrides: list[str], config: str | Path | None = None) -> RunConfig:
-    """The config ``noeira train [overrides] [--config FILE]`` runs with."""
-    raw = load_toml(config) if config else {}
-    return resolve(deep_merge(raw, parse_overrides(overrides)))
+def config_from_cli(overrides: list[str], config: str | Path | None = None, world_size: int | None = None) -> RunConfig:
+    """The config ``noeira train [overrides] [--config FILE]`` runs with. With ``run.resume``
+    the resumed run's own config is the lowest layer (:func:`noeira.core.rundir.resumed_config`):
+    a run continues as it was set up unless the user's values say otherwise."""
+    user = deep_merge(load_toml(config) if config else {}, parse_overrides(overrides))
+    resume = user.get("run", {}).get("resume") if isinstance(user.get("run"), Mapping) else None
+    base = resumed_config(resume) if isinstance(resume, str) and resume else {}
+    for section in ("env", "agent"):  # another plugin named: the run's keys of its own do not apply
+        name = user.get(section, {}).get("name") if isinstance(user.get(section), Mapping) else None
+        if name is not None and name != base.get(section, {}).get("name"):
+            base.pop(section, None)
+    return resolve(deep_merge(base, user), world_size)

@@ -4,7 +4,9 @@ A run directory holds ``config.toml`` (the resolved config: ``noeira train --con
 reproduces the run), ``record.json`` (versions, devices, timings, the outcome, the final
 evaluation), ``metrics.jsonl`` (one row per log interval) and ``checkpoints/`` (``latest.pt``
 while training, ``final.pt`` at the end). Every file is written atomically: a crash leaves
-the previous version whole.
+the previous version whole. In a data-parallel run rank 0 writes all of that; every other rank
+writes only its part of each checkpoint (``checkpoints/latest.rank1.pt``: its env and agent
+state), which a resume at the same world size reads back.
 """
 
 from __future__ import annotations
@@ -22,19 +24,23 @@ import attrs
 import torch
 
 from noeira.core.api import split_name
-from noeira.core.config import RunConfig
+from noeira.core.config import RunConfig, load_toml
 from noeira.core.contracts import Agent, Backend, BatchedEnv
 from noeira.core.errors import UserError
 
 __all__ = [
     "Run",
     "atomic_write",
+    "check_resume",
+    "checkpoint_file",
     "git_commit",
     "is_run_dir",
     "load_checkpoint",
     "new_run_dir",
     "prepare_run_dir",
+    "resumed_config",
     "save_checkpoint",
+    "shard_path",
     "utc_now",
     "write_json",
 ]
@@ -118,31 +124,98 @@ def prepare_run_dir(path: Path, cfg: RunConfig, overwrite: bool) -> None:
         ckpt.unlink()
 
 
-def save_checkpoint(path: Path, agent: Any, cfg: RunConfig, iteration: int, env_steps: int) -> None:
+FORMAT = 2
+"""The checkpoint format: 1 held the agent; 2 adds the env, torch's generators and the world size."""
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     """Write a checkpoint atomically (a crash leaves the previous one whole)."""
-    payload = {"agent": agent.state_dict(), "iteration": iteration, "env_steps": env_steps,
-               "config": cfg.to_dict(), "format": 1}
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda p: torch.save(payload, p))
+    atomic_write(path, lambda p: torch.save({"format": FORMAT, **payload}, p))
+
+
+def shard_path(path: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a data-parallel run keeps its part of checkpoint ``path`` (rank 0:
+    ``path`` itself, which holds the config and counters too): ``latest.rank1.pt``."""
+    return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def checkpoint_file(path: str | Path) -> Path:
+    """The checkpoint ``path`` names: a ``.pt`` file, or a run directory's newer of
+    ``checkpoints/final.pt`` and ``checkpoints/latest.pt`` (a finished run continued and then
+    interrupted has both). A one-line :class:`UserError` when there is none."""
+    p = Path(path)
+    if p.is_dir():
+        found = [c for d in (p / "checkpoints", p) for c in (d / "final.pt", d / "latest.pt") if c.is_file()]
+        if not found:
+            raise UserError(f"{path}: no checkpoint found (looked for checkpoints/final.pt and latest.pt)")
+        return max(found[:2], key=lambda c: c.stat().st_mtime_ns)
+    if not p.is_file():
+        raise UserError(f"{path}: no such checkpoint")
+    return p
 
 
 def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
-    """The checkpoint at ``path``: a ``.pt`` file, or a run directory (its ``final.pt``, else
-    its ``latest.pt``). A missing or unreadable file is a one-line :class:`UserError`."""
-    p = Path(path)
-    if p.is_dir():
-        for candidate in (p / "checkpoints" / "final.pt", p / "checkpoints" / "latest.pt", p / "final.pt", p / "latest.pt"):
-            if candidate.is_file():
-                p = candidate
-                break
-        else:
-            raise UserError(f"{path}: no checkpoint found (looked for checkpoints/final.pt and latest.pt)")
-    if not p.is_file():
-        raise UserError(f"{path}: no such checkpoint")
+    """The checkpoint at ``path`` (see :func:`checkpoint_file`), its tensors on ``map_location``.
+    A missing, truncated or foreign file is a one-line :class:`UserError`."""
+    p = checkpoint_file(path)
     try:
-        return torch.load(p, map_location=map_location, weights_only=False)
+        ckpt = torch.load(p, map_location=map_location, weights_only=False)
     except Exception as err:
-        raise UserError(f"{p}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+        why = (str(err).strip().splitlines() or [""])[0]
+        raise UserError(f"{p}: not a readable checkpoint, truncated or corrupt ({type(err).__name__}: {why})") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") not in (1, FORMAT) or "agent" not in ckpt:
+        raise UserError(f"{p}: not a noeira checkpoint (no format {FORMAT} agent state in it)")
+    return ckpt
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def check_resume(ckpt: dict[str, Any], cfg: RunConfig, source: str) -> None:
+    """Refuse, in one line, to resume ``cfg`` from ``ckpt``: a checkpoint of another agent or env,
+    of another env or agent config (``num_envs`` included), or of a run that already ended.
+    The backend, graph and run keys may change (``run.total_steps`` extends a finished run)."""
+    saved, here = _plain(ckpt.get("config", {})), _plain(cfg.to_dict())
+    was = (saved.get("agent", {}).get("name"), saved.get("env", {}).get("name"))
+    if was != (cfg.agent.name, cfg.env.name):
+        raise UserError(f"run.resume={source}: a checkpoint of agent {was[0]!r} on env {was[1]!r}, not of agent "
+                        f"{cfg.agent.name!r} on env {cfg.env.name!r} (resume it with its own config: leave env= and "
+                        "agent= out)")
+    diffs = [(f"{section}.{k}", saved[section].get(k), here[section].get(k)) for section in ("env", "agent")
+             for k in sorted(set(saved.get(section, {})) | set(here[section]))
+             if saved.get(section, {}).get(k) != here[section].get(k)]
+    if diffs:
+        key, there, now = diffs[0]
+        more = f" and {len(diffs) - 1} more ({', '.join(d[0] for d in diffs[1:])})" if len(diffs) > 1 else ""
+        raise UserError(f"run.resume={source}: the config differs from the checkpoint's at {key} ({there!r} there, "
+                        f"{now!r} here){more}; a resumed run keeps its env and agent config (leave those keys out)")
+    if int(ckpt["env_steps"]) >= cfg.run.total_steps:
+        raise UserError(f"run.resume={source}: that run is finished ({int(ckpt['env_steps']):,} of "
+                        f"run.total_steps={cfg.run.total_steps:,} steps); raise run.total_steps to train on")
+
+
+def resumed_config(source: str | Path) -> dict[str, Any]:
+    """The config a run resumed from ``source`` starts from: that run's ``config.toml`` (a run
+    directory's, or the one above ``checkpoints/X.pt``), else the checkpoint's own; the user's
+    ``--config`` and overrides go on top. ``{}`` when neither can be read (resuming then says why)."""
+    p = Path(source)
+    for run in [p] if p.is_dir() else [p.parent.parent, p.parent] if p.is_file() else []:
+        if (run / "config.toml").is_file():
+            raw = load_toml(run / "config.toml")
+            break
+    else:
+        try:
+            raw = _plain(load_checkpoint(p).get("config", {}))
+        except UserError:
+            return {}
+    raw.get("run", {}).pop("resume", None)
+    return raw
 
 
 def git_commit() -> str | None:

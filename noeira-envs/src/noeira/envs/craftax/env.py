@@ -185,6 +185,13 @@ class CraftaxClassic(TensorEnv):
         import_state(state, self.s)
         self.elapsed.copy_(self.s["timestep"])
 
+    def _extra_state(self) -> dict[str, Tensor]:
+        """The reset pool, and the Triton step's Philox key (checkpoints: ``TensorEnv.state_dict``)."""
+        out = {f"pool.{k}": v for k, v in self.pool.state_tensors().items()}
+        if self.kernel == "triton":
+            out["kernel_key"] = self._seed
+        return out
+
     def _episode_values(self) -> dict[str, Tensor]:
         ach = self.s["achievements"].float()
         return {k: ach[:, i] for i, k in enumerate(self.episode_stat_keys)}
