@@ -160,3 +160,4 @@ class SignallingAgent(ToyAgent):
         if os.environ.get("RANK") == "1" and SignallingAgent.calls == 3:
             os.kill(os.getpid(), signal.SIGTERM)
         return super().learn()
+

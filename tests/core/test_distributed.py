@@ -128,7 +128,7 @@ def test_a_failing_rank_ends_the_job_with_one_message(install_dist, tmp_path: Pa
     assert out.returncode == 2, out.stderr[-3000:]
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("noeira: error: distributed run failed: rank 1") and "stopped" in last
-    assert "rank 1 crashed on purpose" in out.stderr
+    assert "(RuntimeError: rank 1 crashed on purpose)" in last
 
 
 def test_a_signal_to_one_rank_stops_every_rank_at_the_same_iteration(install_dist, tmp_path: Path) -> None:
@@ -141,10 +141,40 @@ def test_a_signal_to_one_rank_stops_every_rank_at_the_same_iteration(install_dis
     run = tmp_path / "run"
     out = noeira("--nproc-per-node", "2", "backend=cpu", "env=corridor", "agent=signalling", "run.progress=false",
                  "env.num_envs=4", "run.total_steps=100000", "run.log_interval=2", "--run-dir", str(run), timeout=240)
-    assert out.returncode == 2 and "ended with exit code 143" in out.stderr, out.stderr[-3000:]
+    assert out.returncode == 2 and "distributed run failed" in out.stderr and "(Terminated)" in out.stderr, \
+        out.stderr[-3000:]
     parts = [torch.load(run / "checkpoints" / name, weights_only=False) for name in ("latest.pt", "latest.rank1.pt")]
     assert [p["iteration"] for p in parts] == [4, 4] and [p["rank"] for p in parts] == [0, 1]
     assert record(run)["outcome"] == "terminated"
+
+
+def test_the_launcher_names_the_rank_that_failed_first(tmp_path: Path) -> None:
+    """torchrun stamps a failure in whole seconds when it sees the process end, and of ties it
+    names the lowest rank: when its agent, starved of CPU, sees rank 1 (crashed) and rank 0 (its
+    collective lost the peer) ended in one poll, it named rank 0 and
+    test_a_failing_rank_ends_the_job_with_one_message failed. Each rank now writes, when it fails,
+    the time to the microsecond; the launcher goes by those."""
+    from types import SimpleNamespace
+
+    from noeira.core.distributed import _first_failure
+
+    def failure(rank: int, at: float, message: str) -> SimpleNamespace:
+        (tmp_path / str(rank)).mkdir()
+        data = {"message": message, "timestamp": int(at), "noeira_failed_at": at, "rank": rank, "pid": 100 + rank}
+        (tmp_path / str(rank) / "error.json").write_text(json.dumps(data))
+        return SimpleNamespace(local_rank=rank, pid=100 + rank, exitcode=1, timestamp=1000,
+                               error_file=str(tmp_path / str(rank) / "error.json"), error_file_data=data)
+
+    crashed = failure(1, 1000.25, "RuntimeError: rank 1 crashed on purpose")
+    taken_down = failure(0, 1000.40, "RuntimeError: Connection closed by peer")
+    both = {0: taken_down, 1: crashed}
+    assert min(both, key=lambda r: both[r].timestamp) == 0  # torchrun's own choice: a tie, the lower rank
+    assert _first_failure({0: taken_down, 1: crashed})[:2] == (1, 1)
+    assert _first_failure({0: taken_down, 1: crashed})[3:] == ("ended with exit code 1",
+                                                               "RuntimeError: rank 1 crashed on purpose")
+    # rank 1 still exiting when torchrun saw rank 0 end: found by its error file beside rank 0's
+    rank, local, pid, how, said = _first_failure({0: taken_down})
+    assert (rank, local, pid, how) == (1, 1, 101, "failed") and said.endswith("crashed on purpose")
 
 
 def test_bad_config_or_run_dir_stops_before_any_process(tmp_path: Path) -> None:
@@ -171,8 +201,8 @@ def test_verify_graph_and_check_capture_run_under_torchrun() -> None:
     matched) and rank 0 alone reports one verdict for every rank."""
     for command, extra, verdict in [("verify-graph", ["--iterations", "3"], "bit-identical on all 2 ranks"),
                                     ("check-capture", [], "clean: no host syncs")]:
-        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m",
-                              "noeira.core.cli", command, *BASE, *extra], capture_output=True, text=True, timeout=300,
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              "-m", "noeira.core.cli", command, *BASE, *extra], capture_output=True, text=True, timeout=300,
                              check=False)
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout.count(verdict) == 1, out.stdout

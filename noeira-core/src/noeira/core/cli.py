@@ -121,7 +121,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                   args.rdzv_endpoint or "", args.node_rank)
     try:
         record = train(cfg, run_dir=args.run_dir, overwrite=args.overwrite)
-    except BaseException:
+    except BaseException as err:
+        distributed.record_failure(err)  # before leaving the group, which makes the other ranks fail too
         distributed.shutdown(wait=False)
         raise
     rank = distributed.current()[0]

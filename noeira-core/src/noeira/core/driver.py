@@ -585,7 +585,15 @@ def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | No
     seed = cfg.run.seed + 1
     env = build_env(cfg, be, num_envs=num_envs or eval_batch(cfg, episodes or cfg.run.eval_episodes or 10), seed=seed)
     try:
-        agent = registry.load("agents", cfg.agent.name)(env.spec, be, cfg.agent.config, training=False)
+        cls = registry.load("agents", cfg.agent.name)
+        try:
+            agent = cls(env.spec, be, cfg.agent.config, training=False)
+        except TypeError as err:  # a plugin written before the keyword: build it as it trained
+            if "training" not in str(err):
+                raise
+            log.warning("agent %r does not take training=False (see the Agent contract): built as it trained, to act",
+                        cfg.agent.name)
+            agent = cls(attrs.evolve(env.spec, num_envs=cfg.num_envs), be, cfg.agent.config)
         with rng.reseeds(f"{p}: a checkpoint made on {ckpt.get('device', 'another device')}"):
             agent.load_state_dict(ckpt["agent"])
     except BaseException:
