@@ -7,8 +7,8 @@
     until total_steps: collect(env); metrics = learn()      # no host sync here
     every log_interval iterations: one read of the device metrics -> hooks
 
-Config resolution is :mod:`noeira.core.resolve`; run directories and checkpoint files are
-:mod:`noeira.core.rundir`.
+Config resolution is :mod:`noeira.core.resolve`; run directories, checkpoints and resuming are
+:mod:`noeira.core.rundir`; evaluation is :mod:`noeira.core.evaluation`.
 """
 
 from __future__ import annotations
@@ -30,19 +30,23 @@ import torch
 from noeira.core import distributed, registry, rng
 from noeira.core.api import get_backend, get_graph_backend, split_name
 from noeira.core.config import GraphConfig, RunConfig, load_toml
-from noeira.core.contracts import Agent, Backend, BatchedEnv, GraphBackend
+from noeira.core.contracts import Agent, Backend, BatchedEnv
 from noeira.core.errors import ConfigError, Terminated, UserError
+from noeira.core.evaluation import eval_batch, evaluate
 from noeira.core.plugins import get_plugin_manager, plugin_distribution
 from noeira.core.resolve import config_from_cli, resolve
 from noeira.core.rundir import (
+    Resume,
     Run,
     atomic_write,
-    check_resume,
     checkpoint_file,
+    checkpoint_payload,
     git_commit,
     load_checkpoint,
     new_run_dir,
     prepare_run_dir,
+    read_resume,
+    restore,
     save_checkpoint,
     shard_path,
     utc_now,
@@ -67,8 +71,9 @@ __all__ = [
     "resolve",
     "train",
 ]
-# resolve, config_from_cli and load_checkpoint live in resolve.py and rundir.py; they are named
-# here too because examples, benchmarks and other distributions import them from the driver.
+# resolve, config_from_cli, load_checkpoint and evaluate live in resolve.py, rundir.py and
+# evaluation.py; they are named here too because examples, benchmarks and other distributions
+# import them from the driver.
 
 log = logging.getLogger("noeira")
 GRAPH_ENV = "NOEIRA_GRAPH_BACKEND"
@@ -90,64 +95,6 @@ def choose_graph(cfg: GraphConfig, backend: Backend) -> str:
     """Config first, then ``$NOEIRA_GRAPH_BACKEND``, then a plugin's default, then eager."""
     return (cfg.name or os.environ.get(GRAPH_ENV, "").strip()
             or get_plugin_manager().hook.noeira_default_graph_backend(backend=backend) or "eager")
-
-
-EVAL_CHECK_EVERY = 32
-"""Evaluation steps between host reads of whether every episode is done."""
-
-
-def eval_batch(cfg: RunConfig, episodes: int) -> int:
-    """How many envs an evaluation of ``episodes`` episodes runs side by side: all of them, up to
-    the run's ``num_envs`` (at least 16); each env then runs its share of the episodes."""
-    return max(1, min(episodes, max(cfg.num_envs, 16)))
-
-
-@torch.no_grad()
-def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int, graph: GraphBackend | None = None,
-             backend: Backend | None = None) -> dict[str, Any]:
-    """Mean and std of the returns of ``episodes`` episodes, acting deterministically (a recurrent
-    policy carries its state). The env's ``N`` envs run side by side, env ``i`` counting the
-    first ``episodes // N`` (one more for ``i < episodes % N``) episodes it completes, so no env
-    waits for another's long episodes to count short ones. With ``graph`` (and a capture-safe
-    env) a step is recorded once and replayed; whether all are done is read every
-    ``EVAL_CHECK_EVERY`` steps. An episode still running at the step limit counts what it got."""
-    n, dev = env.num_envs, env.device
-    shares = [episodes // n + (i < episodes % n) for i in range(n)]
-    q = max(shares)
-    quota = torch.tensor(shares, device=dev)
-    returns = torch.zeros((n, q), dtype=torch.float64, device=dev)  # env i's j-th episode
-    running = torch.zeros(n, dtype=torch.float64, device=dev)
-    count = torch.zeros(n, dtype=torch.int64, device=dev)
-    done = torch.ones(n, dtype=torch.bool, device=dev)
-    initial = agent.initial_state(n)
-    state = None if initial is None else initial.clone()
-    env.reset(seed=seed)
-
-    def step() -> None:
-        action, new_state = agent.act(env.obs, state, done, deterministic=True)
-        if state is not None:
-            state.copy_(new_state)
-        result = env.step(action)
-        running.add_(result.reward.double())
-        ended = result.terminated | result.truncated
-        record = ended & (count < quota)
-        col = count.clamp(max=q - 1).unsqueeze(1)
-        returns.scatter_(1, col, torch.where(record, running, returns.gather(1, col).squeeze(1)).unsqueeze(1))
-        count.add_(record.long())
-        running.masked_fill_(ended, 0.0)
-        done.copy_(ended)
-
-    run_step = graph.wrap(step, backend) if graph is not None and backend is not None and env.capture_safe else step
-    limit = (env.max_episode_steps or 100_000) * q + 1
-    for t in range(limit):
-        run_step()
-        if t % EVAL_CHECK_EVERY == EVAL_CHECK_EVERY - 1 and bool((count >= quota).all()):
-            break
-    counted = count.cpu()
-    cut = counted < torch.tensor(shares)  # an episode cut by the step limit counts what it got
-    r = torch.cat([returns.cpu()[torch.arange(q) < counted[:, None]], running.cpu()[cut]])
-    return {"mean_return": float(r.mean()), "std_return": float(r.std(unbiased=False)) if r.numel() > 1 else 0.0,
-            "episodes": int(r.numel())}
 
 
 def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
@@ -313,80 +260,6 @@ def _agreed(check: Any) -> Any:
     return value
 
 
-@attrs.frozen
-class Resume:
-    """What a rank resumes from: rank 0's checkpoint (the config and counters) and this rank's
-    own part (rank 0: the same; another rank: its shard, None when there is none to match)."""
-
-    source: str
-    main: dict[str, Any]
-    own: dict[str, Any] | None
-
-
-def read_resume(cfg: RunConfig, backend: Backend) -> Resume:
-    """Read and check ``run.resume`` (one-line :class:`UserError`\\ s: no such file, truncated,
-    another agent or env, another config, a finished run) before anything is built or written."""
-    source = cfg.run.resume
-    file = checkpoint_file(source)
-    main = load_checkpoint(file, map_location=backend.device)
-    check_resume(main, cfg, source)
-    own: dict[str, Any] | None = main
-    if backend.rank > 0:
-        shard = shard_path(file, backend.rank)
-        own = None
-        if int(main.get("world_size", 1)) == backend.world_size and shard.is_file():
-            own = load_checkpoint(shard, map_location=backend.device)
-            if int(own.get("iteration", -1)) != int(main["iteration"]):
-                own = None  # a shard of another checkpoint
-    return Resume(source, main, own)
-
-
-def restore(pieces: Pieces, resume: Resume) -> None:
-    """Load a checkpoint into freshly built pieces, in place: agent, env, torch's generators (a
-    checkpoint of format 1 holds the agent alone). A rank with no part of its own (the world size
-    changed) starts from rank 0's state with its generators re-seeded for its rank."""
-    env, agent, backend, cfg = pieces.env, pieces.agent, pieces.backend, pieces.cfg
-    state = resume.own if resume.own is not None else resume.main
-    with rng.reseeds(f"run.resume={resume.source}"):
-        try:
-            agent.load_state_dict(state["agent"])
-            if state.get("env") is not None:
-                env.load_state_dict(state["env"])
-        except (ValueError, KeyError, RuntimeError) as err:
-            why = (str(err).strip().splitlines() or [""])[0]
-            raise UserError(f"run.resume={resume.source}: the checkpoint does not fit agent {cfg.agent.name!r} on env "
-                            f"{cfg.env.name!r} ({type(err).__name__}: {why})") from None
-        if "rng" in state:
-            rng.restore_global_rng(state["rng"], backend.device)
-    if resume.own is None:  # this rank's generators must not repeat rank 0's streams
-        base = rank_seed(cfg.run.seed, backend.rank) * 1_000_003 + int(resume.main["iteration"])
-        torch.manual_seed(base)
-        for i, g in enumerate(backend.generators):
-            g.manual_seed(base * 101 + i)
-    if backend.rank == 0:
-        if resume.main.get("env") is None:
-            log.warning("run.resume=%s: the checkpoint holds no env state (format %s): the resumed run starts fresh "
-                        "episodes", resume.source, resume.main.get("format"))
-        elif env.resume_caveat:
-            log.warning("env %r resumes close to, not bit-identically with, the run left alone: %s", cfg.env.name,
-                        env.resume_caveat)
-        saved_world = int(resume.main.get("world_size", 1))
-        if saved_world != backend.world_size and backend.world_size > 1:
-            log.warning("run.resume=%s: a checkpoint of %d process(es) resumed by %d: ranks without a part of their "
-                        "own start from rank 0's state with re-seeded generators (not bit-exact)", resume.source,
-                        saved_world, backend.world_size)
-
-
-def _checkpoint_payload(pieces: Pieces, run: Run) -> dict[str, Any]:
-    """What a rank saves: its agent and env state and torch's generators; rank 0 adds the counters
-    and the config (the world size too, so a resume knows whether the ranks' parts match)."""
-    backend = pieces.backend
-    return {"agent": pieces.agent.state_dict(), "env": pieces.env.state_dict(),
-            "rng": rng.global_rng_state(backend.device), "iteration": run.iteration, "env_steps": run.env_steps,
-            "config": pieces.cfg.to_dict(), "world_size": backend.world_size, "rank": backend.rank,
-            "device": str(backend.device)}
-
-
 def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | None = None,
           overwrite: bool = False) -> dict[str, Any]:
     """Train as ``cfg`` says; returns the record. Rank 0 (the only process when training alone)
@@ -427,7 +300,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
     if resume is not None:
         try:
-            _agreed(lambda: restore(pieces, resume))
+            _agreed(lambda: restore(agent, env, backend, cfg, resume, rank_seed(cfg.run.seed, backend.rank)))
         except BaseException:
             env.close()
             raise
@@ -461,7 +334,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
 
     def checkpoint(name: str) -> None:
         ckpt = shard_path(path / "checkpoints" / name, backend.rank)
-        save_checkpoint(ckpt, _checkpoint_payload(pieces, run))
+        save_checkpoint(ckpt, checkpoint_payload(run))
         if main:
             pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 import os
 import subprocess
@@ -23,21 +24,28 @@ from typing import Any
 import attrs
 import torch
 
+from noeira.core import rng
 from noeira.core.api import split_name
 from noeira.core.config import RunConfig, load_toml
 from noeira.core.contracts import Agent, Backend, BatchedEnv
 from noeira.core.errors import UserError
 
+log = logging.getLogger("noeira")
+
 __all__ = [
+    "Resume",
     "Run",
     "atomic_write",
     "check_resume",
     "checkpoint_file",
+    "checkpoint_payload",
     "git_commit",
     "is_run_dir",
     "load_checkpoint",
     "new_run_dir",
     "prepare_run_dir",
+    "read_resume",
+    "restore",
     "resumed_config",
     "save_checkpoint",
     "shard_path",
@@ -216,6 +224,79 @@ def resumed_config(source: str | Path) -> dict[str, Any]:
             return {}
     raw.get("run", {}).pop("resume", None)
     return raw
+
+
+@attrs.frozen
+class Resume:
+    """What a rank resumes from: rank 0's checkpoint (the config and counters) and this rank's
+    own part (rank 0: the same; another rank: its shard, None when there is none to match)."""
+
+    source: str
+    main: dict[str, Any]
+    own: dict[str, Any] | None
+
+
+def read_resume(cfg: RunConfig, backend: Backend) -> Resume:
+    """Read and check ``run.resume`` (one-line :class:`UserError`\\ s: no such file, truncated,
+    another agent or env, another config, a finished run) before anything is built or written."""
+    source = cfg.run.resume
+    file = checkpoint_file(source)
+    main = load_checkpoint(file, map_location=backend.device)
+    check_resume(main, cfg, source)
+    own: dict[str, Any] | None = main
+    if backend.rank > 0:
+        shard = shard_path(file, backend.rank)
+        own = None
+        if int(main.get("world_size", 1)) == backend.world_size and shard.is_file():
+            own = load_checkpoint(shard, map_location=backend.device)
+            if int(own.get("iteration", -1)) != int(main["iteration"]):
+                own = None  # a shard of another checkpoint
+    return Resume(source, main, own)
+
+
+def restore(agent: Agent, env: BatchedEnv, backend: Backend, cfg: RunConfig, resume: Resume, rank_seed: int) -> None:
+    """Load a checkpoint into a freshly built agent and env, in place, and torch's generators
+    (a checkpoint of format 1 holds the agent alone). A rank with no part of its own (the world
+    size changed) starts from rank 0's state with its generators re-seeded from ``rank_seed``."""
+    state = resume.own if resume.own is not None else resume.main
+    with rng.reseeds(f"run.resume={resume.source}"):
+        try:
+            agent.load_state_dict(state["agent"])
+            if state.get("env") is not None:
+                env.load_state_dict(state["env"])
+        except (ValueError, KeyError, RuntimeError) as err:
+            why = (str(err).strip().splitlines() or [""])[0]
+            raise UserError(f"run.resume={resume.source}: the checkpoint does not fit agent {cfg.agent.name!r} on env "
+                            f"{cfg.env.name!r} ({type(err).__name__}: {why})") from None
+        if "rng" in state:
+            rng.restore_global_rng(state["rng"], backend.device)
+    if resume.own is None:  # this rank's generators must not repeat rank 0's streams
+        base = rank_seed * 1_000_003 + int(resume.main["iteration"])
+        torch.manual_seed(base)
+        for i, g in enumerate(backend.generators):
+            g.manual_seed(base * 101 + i)
+    if backend.rank == 0:
+        if resume.main.get("env") is None:
+            log.warning("run.resume=%s: the checkpoint holds no env state (format %s): the resumed run starts fresh "
+                        "episodes", resume.source, resume.main.get("format"))
+        elif env.resume_caveat:
+            log.warning("env %r resumes close to, not bit-identically with, the run left alone: %s", cfg.env.name,
+                        env.resume_caveat)
+        saved_world = int(resume.main.get("world_size", 1))
+        if saved_world != backend.world_size and backend.world_size > 1:
+            log.warning("run.resume=%s: a checkpoint of %d process(es) resumed by %d: ranks without a part of their "
+                        "own start from rank 0's state with re-seeded generators (not bit-exact)", resume.source,
+                        saved_world, backend.world_size)
+
+
+def checkpoint_payload(run: Run) -> dict[str, Any]:
+    """What a rank saves of ``run``: its agent and env state, torch's generators, the counters, the
+    config, and the rank, world size and device (so a resume knows whether the ranks' parts match)."""
+    backend = run.backend
+    return {"agent": run.agent.state_dict(), "env": run.env.state_dict(),
+            "rng": rng.global_rng_state(backend.device), "iteration": run.iteration, "env_steps": run.env_steps,
+            "config": run.config.to_dict(), "world_size": backend.world_size, "rank": backend.rank,
+            "device": str(backend.device)}
 
 
 def git_commit() -> str | None:
