@@ -144,7 +144,7 @@ class A2C:
 
     Config = Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
         cfg = config if config is not None else Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = backend.device

@@ -33,8 +33,9 @@ class DDPG(DeterministicAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
-        super().__init__(spec, backend, config, num_critics=1, policy_delay=1, policy_noise=0.0, noise_clip=0.0)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
+        super().__init__(spec, backend, config, training=training, num_critics=1, policy_delay=1, policy_noise=0.0,
+                         noise_clip=0.0)
 
 
 def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:

@@ -106,8 +106,8 @@ class DQN(OffPolicyAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
-        super().__init__(spec, backend, config)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
+        super().__init__(spec, backend, config, training=training)
         cfg = config
         if cfg.loss not in ("mse", "huber"):
             raise ConfigError(f"agent.loss: expected mse or huber, got {cfg.loss!r}")

@@ -48,6 +48,7 @@ from noeira.agents.precision import autocast, check_precision
 from noeira.agents.replay import Batch, ReplayBuffer
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
+from noeira.core.rng import restore_generator
 from noeira.core.spaces import Box, Discrete, Encoded
 
 __all__ = [
@@ -204,7 +205,7 @@ class OffPolicyAgent:
     discrete: bool = False
     """Whether the agent takes a ``Discrete`` action space (else a ``Box``)."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: OffPolicyConfig) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: OffPolicyConfig, *, training: bool = True) -> None:
         cfg = config
         for key, value in (("batch_size", cfg.batch_size), ("updates_per_step", cfg.updates_per_step),
                            ("n_step", cfg.n_step), ("buffer_size", cfg.buffer_size)):
@@ -244,9 +245,9 @@ class OffPolicyAgent:
         """Env steps collected (all envs together), on the device."""
         self.num_updates = torch.zeros((), dtype=torch.int64, device=self.device)
         """Gradient updates made since learning started, on the device."""
-        self.rb = ReplayBuffer(
-            cfg.buffer_size, self.num_envs, spec.observation_space.shape, spec.observation_space.dtype,
-            action_shape, action_dtype, self.device, self.generator,
+        self.rb = ReplayBuffer(  # acting alone (training=False) stores nothing: one row
+            cfg.buffer_size if training else self.num_envs, self.num_envs, spec.observation_space.shape,
+            spec.observation_space.dtype, action_shape, action_dtype, self.device, self.generator,
         )
         self.nets = nn.ModuleDict()
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
@@ -391,7 +392,7 @@ class OffPolicyAgent:
         for k, v in self.extra_state().items():
             if k in state["extra"] and state["extra"][k].shape == v.shape:  # per-env state needs the same num_envs
                 v.copy_(state["extra"][k])
-        self.generator.set_state(state["generator"].cpu())
+        restore_generator(self.generator, state["generator"], "agent generator")
         if "replay" in state and not self.rb.load_state_dict(state["replay"]):
             log.info("checkpoint replay buffer not restored (its layout differs: other num_envs or buffer_size)")
 

@@ -28,6 +28,7 @@ from noeira.agents.precision import MasterWeights, autocast
 from noeira.agents.rollout import RewardScaler, Rollout
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
+from noeira.core.rng import restore_generator
 
 __all__ = ["ActorCriticRollout", "anneal_factor", "bootstrap_at_end", "explained_variance", "schedule",
            "segment_minibatches"]
@@ -188,28 +189,44 @@ class ActorCriticRollout:
         return ((self.steps_done - self.steps_per_collect) / total_steps).clamp(0, 1).float()
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks (with observation statistics), reward statistics, the step counter and the
-        generator; under ``bf16-master`` the float32 masters too. The training envs' recurrent
-        state is per episode and not saved."""
+        """Networks (with observation statistics), reward statistics, the step counter, the
+        generator and what ``collect`` carries over to the next call for the training envs (their
+        recurrent state, episode-start flags and running discounted return); under
+        ``bf16-master`` the float32 masters too."""
         out = {
             "policy": self.policy.state_dict(),
             "reward_scaler": self.reward_scaler.state_dict() if self.reward_scaler is not None else None,
             "steps_done": self.steps_done.clone(),
             "generator": self.generator.get_state(),
+            "training_envs": {k: v.clone() for k, v in self._training_envs().items()},
         }
         if self.weights.mixed:
             out["master"] = self.weights.state_dict()
         return out
 
+    def _training_envs(self) -> dict[str, Tensor]:
+        """The per-env tensors ``collect`` carries from one call to the next (live)."""
+        out = {"starts": self.starts}
+        if self.state is not None:
+            out["state"] = self.state
+        if self.reward_scaler is not None:
+            out["reward_return"] = self.reward_scaler.ret
+        return out
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Load in place (tensors keep their storage, so recorded graphs stay valid)."""
+        """Load in place (tensors keep their storage, so recorded graphs stay valid). The
+        training envs' per-env state is loaded where its shape fits (an agent built for
+        another number of envs, to evaluate, leaves it out)."""
         self.policy.load_state_dict(state["policy"])
         self.weights.load_state_dict(state.get("master"))
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.steps_done.copy_(torch.as_tensor(state["steps_done"]))
-        gen = state["generator"]
-        self.generator.set_state(gen.cpu() if isinstance(gen, Tensor) else gen)
+        restore_generator(self.generator, state["generator"], "agent generator")
+        saved = state.get("training_envs", {})
+        for k, live in self._training_envs().items():
+            if k in saved and tuple(saved[k].shape) == tuple(live.shape):
+                live.copy_(saved[k])
 
 
 def bootstrap_at_end(choice: str, spec: EnvSpec, horizon: int) -> bool:

@@ -237,7 +237,7 @@ class PPO:
     Config = Config
 
     # -- setup ---------------------------------------------------------------------------
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
         cfg = config if config is not None else type(self).Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = backend.device
@@ -254,13 +254,13 @@ class PPO:
         self.num_updates = (cfg.update_epochs * cfg.num_minibatches if cfg.replay_ratio <= 0
                             else max(1, round(cfg.replay_ratio * cfg.num_minibatches)))
         self.minibatch_size = (t * n) // cfg.num_minibatches
-        if self.minibatch_size < 1:
+        if self.minibatch_size < 1 and training:  # acting alone (training=False) makes no minibatches
             raise ConfigError(f"agent.num_minibatches: {cfg.num_minibatches} minibatches need at least that many "
                               f"transitions, the batch has {t * n}")
         # whole env segments per minibatch: recurrent policies (BPTT) and prioritized sampling
         self.segments = self.rollout.recurrent or cfg.prio_alpha > 0
         self.minibatch_segments = 0
-        if self.segments:
+        if self.segments and training:
             self.minibatch_segments = segment_minibatches(n, cfg.num_minibatches)
         if cfg.advantage == "puff":
             # pi_current / pi_old per stored step, refreshed after each minibatch

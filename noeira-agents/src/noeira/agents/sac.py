@@ -152,8 +152,8 @@ class SAC(OffPolicyAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
-        super().__init__(spec, backend, config)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
+        super().__init__(spec, backend, config, training=training)
         cfg, dev = config, self.device
         if cfg.sde and cfg.sde_sample_freq < 1:
             raise ConfigError(f"agent.sde_sample_freq: must be >= 1, got {cfg.sde_sample_freq}")

@@ -111,9 +111,9 @@ class DeterministicAgent(OffPolicyAgent):
 
     config: DeterministicConfig
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: DeterministicConfig, *, num_critics: int,
+    def __init__(self, spec: EnvSpec, backend: Backend, config: DeterministicConfig, *, training: bool = True, num_critics: int,
                  policy_delay: int, policy_noise: float, noise_clip: float) -> None:
-        super().__init__(spec, backend, config)
+        super().__init__(spec, backend, config, training=training)
         cfg, dev = config, self.device
         if cfg.noise not in ("gaussian", "ou"):
             raise ConfigError(f"agent.noise: expected gaussian or ou, got {cfg.noise!r}")
@@ -222,10 +222,10 @@ class TD3(DeterministicAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
         if config.policy_delay < 1:
             raise ConfigError(f"agent.policy_delay: must be >= 1, got {config.policy_delay}")
-        super().__init__(spec, backend, config, num_critics=2, policy_delay=config.policy_delay,
+        super().__init__(spec, backend, config, training=training, num_critics=2, policy_delay=config.policy_delay,
                          policy_noise=config.policy_noise, noise_clip=config.noise_clip)
 
 

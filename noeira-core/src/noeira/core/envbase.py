@@ -28,6 +28,13 @@ return ``{key: [N] float}`` from ``_episode_values()`` (read right before the re
 episode ends). ``pop_episode_stats`` then also returns ``<key>_sum``, and the driver reports
 ``episode_<key>`` (the mean over episodes) and whatever ``episode_metrics(means)`` derives.
 
+Checkpoints. :meth:`TensorEnv.state_dict` holds what a resumed run needs to step on exactly as
+the env would have: ``get_state()``, the time-limit counters, the running episode sums and the
+completed-episode sums not yet popped, the observation buffer, the generator, and whatever a
+subclass names in ``_extra_state()`` (live tensors or generators: the key of the next worlds, a
+kernel's random key), which :meth:`TensorEnv.load_state_dict` copies back in place. An env
+whose state holds more than that and cannot save it sets ``resume_caveat`` to say why.
+
 An env that is not capture-safe (it syncs with the host anyway) observes once per step when
 no env finished: the observation after the step is then the final one, copied. So
 ``_observe`` must read the state only, which ``_reset_envs`` of an all-False mask leaves.
@@ -35,14 +42,19 @@ no env finished: the observation after the step is then the final one, copied. S
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from noeira.core.contracts import Backend, EnvSpec, EnvState, StepResult
 from noeira.core.errors import ConfigError
+from noeira.core.rng import restore_generator
 from noeira.core.spaces import Box, Discrete, MultiDiscrete, Space
+
+log = logging.getLogger("noeira")
 
 __all__ = ["EnvList", "TensorEnv", "check_action", "check_state"]
 
@@ -83,6 +95,13 @@ def check_state(name: str, want: EnvState, got: EnvState, device: torch.device) 
     return got.to(want.dtype)
 
 
+def _copy_into(live: Tensor, saved: Any, what: str) -> None:
+    saved = torch.as_tensor(saved)
+    if tuple(saved.shape) != tuple(live.shape):
+        raise ValueError(f"{what}: saved shape {tuple(saved.shape)} != {tuple(live.shape)}")
+    live.copy_(saved)
+
+
 class EnvList:
     """The envs a mask selects, listed on the device: ``rows[:count]`` holds them in env order
     (int32), ``count`` ([1] int32, on the device) how many there are; for work only those envs
@@ -114,6 +133,9 @@ class TensorEnv:
     truncates_at_limit_only: bool = True
     """:meth:`step` truncates only at ``max_episode_steps`` (a subclass that truncates for other
     reasons sets this False; see ``EnvSpec.truncates_at_limit_only``)."""
+    resume_caveat: str | None = None
+    """Why a run resumed from :meth:`state_dict` does not continue bit-identically (one line;
+    None: it does)."""
 
     def __init__(
         self,
@@ -175,6 +197,14 @@ class TensorEnv:
 
     def episode_metrics(self, means: Mapping[str, float]) -> dict[str, float]:
         """Metrics derived on the host from the episode means (``episode_<key>``); none by default."""
+        return {}
+
+    def _extra_state(self) -> dict[str, Tensor | torch.Generator]:
+        """What decides how the env steps on besides :meth:`get_state`, the counters and
+        ``self.generator``: live tensors (the key of the next worlds, a kernel's random key) and
+        generators, by name. :meth:`state_dict` copies them; :meth:`load_state_dict` copies the
+        saved values back into them in place (so recorded graphs keep their tensors). None by
+        default; a subclass adds its own (``{**super()._extra_state(), "key": self.key}``)."""
         return {}
 
     def render(self) -> Tensor:
@@ -245,6 +275,47 @@ class TensorEnv:
         else:  # nothing was reset: the state is the one just observed (this env syncs anyway)
             r.obs.copy_(r.final_obs)
         return r
+
+    def _counters(self) -> dict[str, Tensor]:
+        return {"elapsed": self.elapsed, "episode_return": self.episode_return, "episode_length": self.episode_length,
+                "episode_sums": self._stats, "obs": self._result.obs}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of everything that decides the env's next steps (see the module docstring):
+        ``state`` (:meth:`get_state`), ``elapsed``, ``episode_return``, ``episode_length``,
+        ``episode_sums`` (completed episodes not yet popped), ``obs``, ``generator`` (its state)
+        and ``extra`` (:meth:`_extra_state`)."""
+        state = self.get_state()
+        out: dict[str, Any] = {"state": {k: v.clone() for k, v in state.items()} if isinstance(state, Mapping)
+                               else state.clone()}
+        out.update({k: v.clone() for k, v in self._counters().items()})
+        out["generator"] = self.generator.get_state()
+        out["extra"] = {k: v.get_state() if isinstance(v, torch.Generator) else v.clone()
+                        for k, v in self._extra_state().items()}
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s result in place, from any device: tensors move, a
+        generator state that cannot (CUDA's on a CPU) re-seeds the generator deterministically
+        (:func:`noeira.core.rng.restore_generator`). A state of another shape is a one-line
+        ``ValueError``; ``extra`` entries only one side has (an option that differs by device,
+        such as a kernel's random key) are left as they are, in one log line."""
+        self.set_state(state["state"])
+        for k, live in self._counters().items():
+            _copy_into(live, state[k], f"{self.name}.load_state_dict: {k}")
+        restore_generator(self.generator, state["generator"], f"env {self.name!r} generator")
+        live_extra, saved = self._extra_state(), dict(state.get("extra", {}))
+        for k, live in live_extra.items():
+            if k not in saved:
+                continue
+            if isinstance(live, torch.Generator):
+                restore_generator(live, saved[k], f"env {self.name!r} {k}")
+            else:
+                _copy_into(live, saved[k], f"{self.name}.load_state_dict: extra {k}")
+        missing, unknown = sorted(set(live_extra) - set(saved)), sorted(set(saved) - set(live_extra))
+        if missing or unknown:
+            log.warning("env %r: state not in the checkpoint, kept as reset: %s; saved state this env does not use: %s",
+                        self.name, ", ".join(missing) or "-", ", ".join(unknown) or "-")
 
     def pop_episode_stats(self) -> dict[str, Tensor]:
         s = self._stats.clone()

@@ -202,6 +202,14 @@ class CraftaxClassic(TensorEnv):
         import_state(state, self.s)
         self.elapsed.copy_(self.s["timestep"])
 
+    def _extra_state(self) -> dict[str, Tensor]:
+        """The worlds' key and each env's episode count (they fix the next worlds), and the Triton
+        step's Philox key (checkpoints: ``TensorEnv.state_dict``)."""
+        out = {"world_key": self.world_key, "episode": self.episode}
+        if self.kernel == "triton":
+            out["kernel_key"] = self._seed
+        return out
+
     def _episode_values(self) -> dict[str, Tensor]:
         ach = self.s["achievements"].float()
         return {k: ach[:, i] for i, k in enumerate(self.episode_stat_keys)}

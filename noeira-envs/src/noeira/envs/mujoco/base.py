@@ -95,6 +95,9 @@ class MujocoEnv(TensorEnv):
     """The env reads ``cfrc_ext``: run ``mj_rnePostConstraint`` after each step."""
     qvel_noise: Literal["uniform", "normal"] = "uniform"
     """Reset velocity noise of the default ``_reset_state``: ``U(-s, s)`` or ``s * N(0, 1)``."""
+    resume_caveat = ("its checkpoint holds qpos and qvel, not the rest of MuJoCo's MjData (the solver's warm start "
+                     "qacc_warmstart, which the physics engines do not expose), so the physics after a resume differs "
+                     "slightly from the run left alone")
 
     def __init__(self, config: Any, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         if config.dtype not in _DTYPES:
