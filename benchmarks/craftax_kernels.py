@@ -48,7 +48,7 @@ VARIANTS = {  # the first of each group is the default; sm_90 register counts (p
     "obs": [{"obs_lanes": lanes, "obs_warps": w} for lanes, w in ((16, 4), (8, 4), (16, 8), (32, 8))],  # 168, 90, 108, 189
     "expand": [{"rows": r, "warps": w} for r, w in ((4, 8), (4, 4), (8, 4), (16, 4), (16, 8), (32, 4), (32, 8))],
     "worldgen": [{"keep": k, "rows": r, "warps": w, "per_sm": p}  # 16 rows: capped at 128 registers
-                 for k, r, w, p in ((True, 16, 8, 2), (False, 16, 8, 2), (True, 16, 4, 4))],
+                 for k, r, w, p in ((True, 16, 8, 2), (False, 16, 8, 2), (True, 16, 4, 4), (False, 16, 4, 4), (True, 16, 2, 8))],
 }
 
 

@@ -58,16 +58,17 @@ def _f32(x: float) -> float:
     return float(torch.tensor(x, dtype=torch.float32))
 
 
-NUM_WARPS = 8
-"""Warps per program."""
+NUM_WARPS = 4
+"""Warps per program (4 warps, 4 programs an SM: the world kernel took 0.756 ms for the ended
+envs of a 1M-env step against 0.989 ms at 8 warps, 2 an SM; H200, 2026-12-03, BENCHMARKS.md)."""
 ROWS = 16
 """Map rows a program computes at once (a [16, 64] tile: 4 cells a thread)."""
 MAXNREG = 128
 """Registers per thread at 16 rows: two programs an SM (ptxas would take ~180 to hoist more of
 the gradient gathers; at 128 it still spills nothing; 32 and 64 rows would spill, so they run
 without the cap)."""
-PER_SM = 2
-"""Programs per multiprocessor of the grid (two fit at 128 registers and 8 warps)."""
+PER_SM = 4
+"""Programs per multiprocessor of the grid (four fit at 128 registers and 4 warps)."""
 KEEP = True
 """Stage 3 reads the noise stage 2 stored in the program's scratch row, instead of computing
 the five noise evaluations a cell needs a second time."""
