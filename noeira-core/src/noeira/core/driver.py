@@ -127,10 +127,16 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
     )
 
 
-def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None) -> BatchedEnv:
+def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None,
+              evaluation: bool = False) -> BatchedEnv:
+    """The run's env; ``evaluation``: the one that scores the policy, whose config an env class may
+    adjust by an ``evaluation_config(config)`` classmethod (Atari: whole games, not lives)."""
     base, _ = split_name(cfg.env.name)
     cls = registry.load("envs", base)
-    return cls(cfg.env.config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
+    config = cfg.env.config
+    if evaluation and hasattr(cls, "evaluation_config"):
+        config = cls.evaluation_config(config)
+    return cls(config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
 
 
 def choose_graph(cfg: GraphConfig, backend: Backend) -> str:
@@ -536,7 +542,7 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)
         if main and cfg.run.eval_episodes:
             t_eval = time.perf_counter()
-            eval_env = build_env(cfg, backend, num_envs=cfg.run.eval_episodes, seed=cfg.run.seed + 1)
+            eval_env = build_env(cfg, backend, num_envs=cfg.run.eval_episodes, seed=cfg.run.seed + 1, evaluation=True)
             record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1)
             eval_env.close()
             record["eval_seconds"] = time.perf_counter() - t_eval
@@ -575,7 +581,7 @@ def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | No
     be = get_backend(cfg.backend)
     be.seed(cfg.run.seed)
     n = episodes or cfg.run.eval_episodes or 10
-    env = build_env(cfg, be, num_envs=n, seed=cfg.run.seed + 1)
+    env = build_env(cfg, be, num_envs=n, seed=cfg.run.seed + 1, evaluation=True)
     agent = registry.load("agents", cfg.agent.name)(env.spec, be, cfg.agent.config)
     agent.set_total_steps(cfg.run.total_steps)
     agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])

@@ -102,7 +102,7 @@ def record_video(run_dir: str | Path, path: str | Path, *, backend: str | None =
     be = get_backend(cfg.backend)
     be.seed(cfg.run.seed)
     seed = cfg.run.seed + 1
-    env = build_env(cfg, be, num_envs=1, seed=seed)
+    env = build_env(cfg, be, num_envs=1, seed=seed, evaluation=True)
     try:
         # the agent first: its imports (torch.compile's Triton) must come before an OpenGL library
         # (Mesa's LLVM) is loaded into the process, or loading Triton crashes
