@@ -163,7 +163,9 @@ class DQN(OffPolicyAgent):
         """C51's atoms (the returns its distributions put mass on)."""
         self.tree = SumTree(self.rb, cfg.prio_alpha, cfg.prio_eps) if cfg.prioritized else None
         self.total_steps = 1
-        self._drawn: tuple[Tensor, Tensor] | None = None  # prioritized: this learn()'s leaves and weights
+        # prioritized: this learn()'s drawn leaves and importance weights [U, B], written in place
+        self.drawn_leaf = torch.zeros((cfg.updates_per_step, cfg.batch_size), dtype=torch.int64, device=self.device)
+        self.drawn_weight = torch.zeros((cfg.updates_per_step, cfg.batch_size), device=self.device)
 
     def set_total_steps(self, total_steps: int) -> None:
         """The run's length: prioritized replay's beta reaches 1 at its end."""
@@ -246,7 +248,8 @@ class DQN(OffPolicyAgent):
         progress = (self.env_steps.double() / self.total_steps).clamp(max=1.0)
         beta = cfg.prio_beta0 + (1.0 - cfg.prio_beta0) * progress
         row, env, leaf, weight = self.tree.sample((cfg.updates_per_step, cfg.batch_size), beta, self.generator)
-        self._drawn = (leaf, weight)
+        self.drawn_leaf.copy_(leaf)
+        self.drawn_weight.copy_(weight)
         return self.rb.gather(row, env, cfg.n_step, cfg.gamma)
 
     def update(self, batch: Batch, j: int) -> dict[str, Tensor]:
@@ -281,8 +284,7 @@ class DQN(OffPolicyAgent):
             priority = per_sample
             metrics = {"q_mean": (logits.softmax(-1) * self.support).sum(-1).mean()}
         if self.tree is not None:
-            leaf, weight = self._drawn
-            loss = (weight[j] * per_sample).mean()
+            loss = (self.drawn_weight[j] * per_sample).mean()
         else:
             loss = per_sample.mean()
         self.optimizer.zero_grad(set_to_none=False)
@@ -292,7 +294,7 @@ class DQN(OffPolicyAgent):
             nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
         if self.tree is not None:  # new priorities, written only once learning started
-            self.tree.update(leaf[j], priority, self.learning)
+            self.tree.update(self.drawn_leaf[j], priority, self.learning)
 
         # target update every target_update_interval-th update, decided on the device
         due = (self.num_updates + j + 1).remainder(cfg.target_update_interval) == 0
