@@ -141,3 +141,26 @@ def test_missing_ale_py_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "ale_py", None)
     with pytest.raises(UserError, match=r"pip install 'noeira-envs\[atari\]'"):
         make_env("atari:breakout", num_envs=1, backend="cpu")
+
+
+def test_the_three_area_resizes_are_opencvs() -> None:
+    cv2 = pytest.importorskip("cv2")
+    from noeira.envs.atari.env import area_resize, area_tables
+    from noeira.envs.atari.game import AreaResize
+
+    g = np.random.default_rng(0)
+    frames = g.integers(0, 256, (12, 210, 160), dtype=np.uint8)
+    frames[6:] = frames[6:] // 85 * 85  # few levels, as Atari screens: sums land on halves more often
+    want = np.stack([cv2.resize(f, (84, 84), interpolation=cv2.INTER_AREA) for f in frames])
+    out = np.zeros((84, 84), np.uint8)
+    for use_cv2 in (False, True):
+        resize = AreaResize((210, 160), 84, use_cv2=use_cv2)
+        for f, w in zip(frames, want, strict=True):
+            resize(f, out)
+            np.testing.assert_array_equal(out, w)
+    got = area_resize(torch.from_numpy(frames), area_tables((210, 160), (84, 84), torch.device("cpu")))
+    np.testing.assert_array_equal(got.numpy(), want)
+    rgb = g.integers(0, 256, (210, 160, 3), dtype=np.uint8)
+    out3 = np.zeros((3, 84, 84), np.uint8)
+    AreaResize((210, 160), 84, use_cv2=False)(rgb, out3)
+    np.testing.assert_array_equal(out3, cv2.resize(rgb, (84, 84), interpolation=cv2.INTER_AREA).transpose(2, 0, 1))
