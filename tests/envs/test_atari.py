@@ -164,3 +164,22 @@ def test_the_three_area_resizes_are_opencvs() -> None:
     out3 = np.zeros((3, 84, 84), np.uint8)
     AreaResize((210, 160), 84, use_cv2=False)(rgb, out3)
     np.testing.assert_array_equal(out3, cv2.resize(rgb, (84, 84), interpolation=cv2.INTER_AREA).transpose(2, 0, 1))
+
+
+@pytest.mark.cuda
+def test_on_cuda_the_frames_resized_on_the_device_are_the_workers() -> None:
+    """The full frames cross to the GPU (page-locked shared memory, one copy) and are resized there:
+    step for step the observations of the cpu env, whose workers resize with OpenCV."""
+    torch.set_num_threads(1)
+    gpu = make_env("atari:breakout", num_envs=4, backend="cuda", seed=5, num_workers=2, resize="device")
+    cpu = make_env("atari:breakout", num_envs=4, backend="cpu", seed=5, num_workers=2)
+    assert gpu.obs.device.type == "cuda" and gpu.resize_on_device
+    assert torch.equal(gpu.obs.cpu(), cpu.obs)
+    g = torch.Generator().manual_seed(0)
+    for t in range(300):
+        action = torch.randint(0, 4, (4,), generator=g)
+        rg, rc = gpu.step(action.cuda()), cpu.step(action)
+        for k in ("obs", "final_obs", "reward", "terminated", "truncated"):
+            assert torch.equal(getattr(rg, k).cpu(), getattr(rc, k)), (k, t)
+    gpu.close()
+    cpu.close()
