@@ -409,11 +409,14 @@ RECIPES: RecipeTables = {
 }
 """DQN's tuned defaults: env name -> backend name -> recipe ("*": any other)."""
 
+_UNVERIFIED = "not verified on 5 seeds yet (benchmarks/solve.py); see BENCHMARKS.md"
+
+
 def _from_dqn(env: str, **agent: Any) -> dict[str, Any]:
     """DQN's classic-control recipe for ``env`` with ``agent``'s keys changed (C51 and Rainbow start from it)."""
     out = pick_recipe(RECIPES, env, "*")
     out["agent"] = {k: v for k, v in out["agent"].items() if k != "loss"} | agent
-    return {"*": out}
+    return {"*": {**out, "note": _UNVERIFIED}}
 
 
 # C51 and Rainbow on CartPole / Acrobot: DQN's recipes for them (rl-baselines3-zoo's, see above) with the
