@@ -97,6 +97,22 @@ def test_state_round_trip_continues_the_same_games() -> None:
     b.close()
 
 
+def test_workers_leave_ctrl_c_to_the_driver() -> None:
+    """Ctrl-C reaches the whole process group; the driver stops at the end of its iteration, so the
+    workers must keep stepping (they end when the env closes)."""
+    import os
+    import signal
+    import time
+
+    env = make_env("atari:breakout", num_envs=2, backend="cpu", seed=0, num_workers=1)
+    os.kill(env.pool.procs[0].pid, signal.SIGINT)
+    time.sleep(0.3)
+    env.step(torch.zeros(2, dtype=torch.int64))
+    assert env.pool.procs[0].is_alive()
+    env.close()
+    assert not env.pool.procs[0].is_alive()
+
+
 def test_episodic_life_ends_lives_but_counts_games() -> None:
     env = make_env("atari:breakout", num_envs=2, backend="cpu", seed=0, vectorization="sync", fire_reset=True)
     g = torch.Generator().manual_seed(1)

@@ -153,8 +153,8 @@ def _shutdown(conns: list[Any], procs: list[Any], shm: Any) -> None:
             c.send_bytes(pickle.dumps(None))
     for p in procs:
         p.join(timeout=5)
-        if p.is_alive():
-            p.terminate()
+        if p.is_alive():  # it ignores SIGTERM (see games.worker)
+            p.kill()
             p.join(timeout=5)
     for c in conns:
         c.close()

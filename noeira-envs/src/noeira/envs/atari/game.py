@@ -351,8 +351,13 @@ def worker(conn: Any, shm_name: str, game: str, options: dict[str, Any], start: 
     """A worker process: steps games ``start .. start + n - 1`` in the shared arrays when told.
     ``b"s"`` steps (the hot path: bytes, no pickling); a tuple ``(command, arg)`` does the rest;
     ``None`` ends it. Replies ``b""`` to a step, ``("ok", result)`` or ``("error", text)`` otherwise."""
+    import signal
     from multiprocessing import shared_memory
 
+    # Ctrl-C and SIGTERM reach the whole process group: the parent decides when to stop (the driver
+    # finishes its iteration and checkpoints), and this process ends when the parent closes the pipe
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     shm = shared_memory.SharedMemory(name=shm_name)
     try:  # one thread per worker process (there is a worker per core)
         import cv2
