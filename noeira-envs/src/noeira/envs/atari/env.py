@@ -352,9 +352,11 @@ class Atari:
         self._registered = None
         if cuda:  # the workers' frames buffer itself as page-locked memory: the copy needs no staging
             ptr, size_bytes = self._frames_host.data_ptr(), self._frames_host.nbytes
-            if torch.cuda.cudart().cudaHostRegister(ptr, size_bytes, 0) == 0:
+            cudart = torch.cuda.cudart()
+            if int(cudart.cudaHostRegister(ptr, size_bytes, 0)) == 0:
                 self._registered = ptr
-            else:
+            else:  # stage through torch's own pinned memory (one host copy more); clear the error it left
+                getattr(cudart, "cudaGetLastError", lambda: None)()
                 self._stage_frames = torch.zeros_like(self._frames_host, pin_memory=True)
         self._copied = torch.cuda.Event() if cuda else None
         self._frames_dev = self._frames_host if not cuda else torch.zeros(self._frames_host.shape, dtype=torch.uint8,
@@ -514,7 +516,7 @@ class Atari:
     def close(self) -> None:
         if getattr(self, "_registered", None) is not None:
             torch.cuda.synchronize(self.device)
-            torch.cuda.cudart().cudaHostUnregister(self._registered)
+            int(torch.cuda.cudart().cudaHostUnregister(self._registered))
             self._registered = None
         if hasattr(self, "pool"):
             self.pool.close()
