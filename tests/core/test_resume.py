@@ -34,6 +34,9 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], int]] = {
     "sac": ("pendulum", {"name": "sac", **OFF}, 400),
     "td3": ("pendulum", {"name": "td3", "noise": "ou", **OFF}, 400),
     "ddpg": ("pendulum", {"name": "ddpg", **OFF}, 400),
+    "c51": ("cartpole", {"name": "c51", **OFF}, 400),
+    "rainbow": ("cartpole", {"name": "rainbow", **OFF}, 400),  # noisy nets, n-step, prioritized replay
+    "pqn": ("cartpole", {"name": "pqn", "horizon": 8, "num_minibatches": 2}, 512),
 }
 TIMING = ("time", "steps_per_second")
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]

@@ -39,6 +39,7 @@ from noeira.agents.qnet import QNet
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
+from noeira.core.rng import restore_generator
 from noeira.core.spaces import Discrete, Encoded
 
 __all__ = ["PQN", "recipe"]
@@ -138,7 +139,7 @@ class PQN:
     Config = Config
 
     # -- setup ---------------------------------------------------------------------------------
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
         cfg = config if config is not None else Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = torch.device(backend.device)
@@ -153,7 +154,7 @@ class PQN:
         self.num_actions, self.action_start = spec.action_space.n, spec.action_space.start
         self.steps_per_collect = t * n
         self.minibatch_size = t * n // cfg.num_minibatches
-        if self.minibatch_size < 1:
+        if self.minibatch_size < 1 and training:  # acting alone (training=False) makes no minibatches
             raise ConfigError(f"agent.num_minibatches: {cfg.num_minibatches} minibatches need at least that many "
                               f"transitions, a rollout has {t * n}")
         obs_shape = tuple(spec.observation_space.shape)
@@ -283,8 +284,7 @@ class PQN:
         self.q.load_state_dict(state["q"])
         load_optimizer_state(self.optimizer, state["optimizer"])
         self.steps_done.copy_(torch.as_tensor(state["steps_done"]))
-        gen = state["generator"]
-        self.generator.set_state(gen.cpu() if isinstance(gen, Tensor) else gen)
+        restore_generator(self.generator, state["generator"], "agent generator")
 
     def __repr__(self) -> str:
         return f"PQN(num_envs={self.spec.num_envs}, horizon={self.config.horizon}, device={self.device})"
