@@ -20,6 +20,7 @@ _MODULES = {
     "sac": "noeira.agents.sac",
     "td3": "noeira.agents.td3",
     "ddpg": "noeira.agents.ddpg",
+    "redq": "noeira.agents.redq",
 }
 
 
