@@ -37,6 +37,7 @@ import attrs
 import torch
 from torch import Tensor, nn
 
+from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
 from noeira.agents.offpolicy import UNTESTED, OffPolicyAgent, RecipeTables, frozen, pick_recipe
 from noeira.agents.replay import Batch
@@ -172,6 +173,8 @@ RECIPES: RecipeTables = {
                   "updates_per_step": 20, "policy_delay": 5, "n_step": 3},
         "run": {"total_steps": 4_000, "log_interval": 100},
     }},
+    # gymnasium's MuJoCo locomotion envs: noeira.agents.mujoco_recipes (untested: notes say so)
+    **mujoco_recipes.tables("redq"),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 300_000, "log_interval": 250}}},
 }
 """REDQ's tuned defaults: env name -> backend name -> recipe ("*": any other)."""

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
 from noeira.agents.distributions import gaussian_log_prob, sde_draw, sde_noise, sde_redraw_, sde_std
 from noeira.agents.offpolicy import (
@@ -262,6 +263,8 @@ RECIPES: RecipeTables = {
                   "gamma": 0.9999, "tau": 0.01, "sde": True, "sde_sample_freq": 32, "sde_log_std_init": -3.67},
         "run": {"total_steps": 50_000, "log_interval": 250},
     }},
+    # gymnasium's MuJoCo locomotion envs: noeira.agents.mujoco_recipes (untested: notes say so)
+    **mujoco_recipes.tables("sac"),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 1_000_000, "log_interval": 250}}},
 }
 """SAC's tuned defaults: env name -> backend name -> recipe ("*": any other)."""

@@ -39,6 +39,7 @@ import attrs
 import torch
 from torch import Tensor, nn
 
+from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
 from noeira.agents.offpolicy import (
     UNTESTED,
@@ -271,6 +272,8 @@ RECIPES: RecipeTables = {
                   "updates_per_step": 4, "actor_lr": 1e-3, "critic_lr": 1e-3, "noise": "ou", "exploration_noise": 0.75},
         "run": {"total_steps": 50_000, "log_interval": 250},
     }},
+    # gymnasium's MuJoCo locomotion envs: noeira.agents.mujoco_recipes (untested: notes say so)
+    **mujoco_recipes.tables("td3"),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 1_000_000, "log_interval": 250}}},
 }
 """TD3's (and DDPG's) tuned defaults: env name -> backend name -> recipe ("*": any other)."""
