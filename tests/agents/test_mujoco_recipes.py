@@ -53,3 +53,34 @@ def test_anchors() -> None:
                                                              "walker2d": 3_863, "ant": 4_616}
     assert {e: s for e, (s, _) in ANCHORS["td3"].items()} == {"halfcheetah": 9_583, "hopper": 3_135,
                                                              "walker2d": 4_058, "humanoid": 5_035}
+
+
+def test_learning_benchmark_runs_and_reports(tmp_path, monkeypatch) -> None:
+    """``benchmarks/mujoco_learning.py --quick`` end to end on the CPU: a learning run with its
+    curve (training returns and the reward's terms), evaluations and anchors, and a speed row."""
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    monkeypatch.syspath_prepend(str(bench))
+    spec = importlib.util.spec_from_file_location("mujoco_learning", bench / "mujoco_learning.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "mujoco_learning", module)
+    spec.loader.exec_module(module)
+    out = tmp_path / "bench.json"
+    assert module.main(["--backend", "cpu", "--quick", "--agents", "td3", "--envs", "hopper", "--max-steps", "80",
+                        "--speed-iters", "2", "--recipe-of", "cuda", "--set", "env.max_episode_steps=10",
+                        "agent.learning_starts=8", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (run,) = result["runs"]
+    assert run["env_steps"] == 80 and run["final_return"] is not None and run["num_envs"] == 4
+    assert run["config"]["agent"]["num_atoms"] == 101 and run["config"]["env"]["physics"] == "mujoco"
+    assert set(run["anchors"]) == {"sac", "td3"} and run["anchors"]["td3"]["score"] == 3_135
+    ended = [p for p in run["curve"] if "train_return" in p]
+    assert ended and {"reward_forward", "reward_ctrl", "reward_survive", "x_position"} <= set(ended[0])
+    p = ended[0]
+    assert p["train_return"] == pytest.approx(p["reward_forward"] + p["reward_ctrl"] + p["reward_survive"], rel=1e-4)
+    (speed,) = result["speed"]  # eager only on the CPU
+    assert speed["graph"] == "eager" and speed["env_steps_per_s"] > 0 and speed["updates_per_iteration"] == 4

@@ -235,12 +235,14 @@ def test_pendulum_recipe() -> None:
 
 @pytest.mark.slow
 def test_learns_pendulum(tmp_path: Path) -> None:
+    """The recipe cut at 3k of its 4k steps (its training returns crossed -250 by 3.2k on seeds 0
+    and 1): clearly learned (an untrained policy scores about -1200)."""
     from noeira.core.driver import resolve, train
 
     cfg = resolve({"backend": "cpu", "env": {"name": "pendulum"}, "agent": {"name": "redq"},
-                   "run": {"seed": 0, "progress": False, "eval_episodes": 10}})
+                   "run": {"seed": 0, "progress": False, "eval_episodes": 10, "total_steps": 3_000}})
     record = train(cfg, tmp_path)
-    assert record["final_eval"]["mean_return"] >= -250, record["final_eval"]
+    assert record["final_eval"]["mean_return"] >= -400, record["final_eval"]
 
 
 # -- CUDA graphs --------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """TD3 (Fujimoto et al. 2018): twin critics, target policy smoothing, delayed actor updates.
 
 The whole loop runs on the device (see :mod:`noeira.agents.offpolicy`): ``collect`` acts
-with the deterministic policy plus exploration noise (Gaussian, or Ornstein-Uhlenbeck with
-``noise = "ou"``; uniform random before ``learning_starts``) and stores the transitions;
+with the deterministic policy plus exploration noise (Gaussian; Ornstein-Uhlenbeck with
+``noise = "ou"``; with ``noise = "mixed"`` Gaussian of a scale each env draws at its episode
+start, as FastTD3; uniform random before ``learning_starts``) and stores the transitions;
 ``learn`` runs ``updates_per_step`` updates, each:
 
 1. critics: ``y = R + gamma^m (1 - terminated) min_i Q_target_i(s', clip(mu_target(s') + eps))``
