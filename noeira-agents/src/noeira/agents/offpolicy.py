@@ -26,6 +26,12 @@ fused, ``capturable`` on CUDA), each param group's learning rate a device tensor
 under bfloat16 autocast (:mod:`noeira.agents.precision`); weights, optimizer state, TD
 targets and losses stay float32, and acting (``collect``, ``act``) stays float32.
 
+With ``norm_obs`` every network reads ``(obs - mean) / std`` (clipped to ±10), the running
+statistics of every observation collected (:class:`~noeira.agents.nets.RunningMeanStd`, in
+``nets["obs_rms"]``, so checkpoints keep them): ``collect`` folds each batch in before acting,
+the buffer keeps raw observations and ``learn`` normalises sampled ones with the statistics of
+the moment, as FastTD3 (Seo et al. 2025) does.
+
 Policies are feed-forward: ``initial_state`` is None and ``act`` passes no state on.
 """
 
@@ -42,7 +48,7 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import space_dim
+from noeira.agents.nets import RunningMeanStd, space_dim
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
 from noeira.agents.precision import autocast, check_precision
 from noeira.agents.replay import Batch, ReplayBuffer
@@ -100,6 +106,9 @@ class OffPolicyConfig:
     precision: str = "fp32"
     """fp32 | bf16: the updates' forward passes under bfloat16 autocast; weights, optimizer state and
     losses stay float32."""
+    norm_obs: bool = False
+    """Normalise observations by their running mean and variance (updated on the device by every
+    collected batch; stored raw in the buffer, normalised by the current statistics when read)."""
 
 
 RecipeTables = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -250,6 +259,11 @@ class OffPolicyAgent:
             spec.observation_space.dtype, action_shape, action_dtype, self.device, self.generator,
         )
         self.nets = nn.ModuleDict()
+        self.obs_rms: RunningMeanStd | None = None
+        """Running observation statistics (``norm_obs``), or None."""
+        if cfg.norm_obs:
+            self.obs_rms = RunningMeanStd(spec.observation_space.shape, device=self.device)
+            self.nets["obs_rms"] = self.obs_rms
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.learning = torch.zeros((), dtype=torch.float32, device=self.device)
         """1.0 once ``learning_starts`` env steps were collected, else 0.0 (device flag)."""
@@ -308,6 +322,10 @@ class OffPolicyAgent:
             return torch.randint(0, self.num_actions, (n,), generator=self.generator, device=self.device)
         return torch.rand((n, self.act_dim), generator=self.generator, device=self.device) * 2 - 1
 
+    def normalize(self, obs: Tensor) -> Tensor:
+        """``obs`` as the networks read it: normalised (``norm_obs``), or unchanged."""
+        return obs if self.obs_rms is None else self.obs_rms.normalize(obs.float())
+
     def warming_up(self) -> Tensor:
         """Device bool: fewer than ``learning_starts`` env steps collected."""
         return self.env_steps < self.config.learning_starts
@@ -338,7 +356,7 @@ class OffPolicyAgent:
             deterministic: bool = False) -> tuple[Tensor, None]:
         """``obs [B, *obs_shape]`` -> ``(action [B, *act_shape] for the env, None)``; a feed-forward
         policy has no state, so ``state`` and ``done`` change nothing."""
-        return self.to_env(self.policy_action(obs.to(self.device), deterministic)), None
+        return self.to_env(self.policy_action(self.normalize(obs.to(self.device)), deterministic)), None
 
     def set_total_steps(self, total_steps: int) -> None:
         """Nothing to do: the schedules are fixed by the config in env steps (``lr_anneal_steps``,
@@ -348,7 +366,9 @@ class OffPolicyAgent:
     def collect(self, env: BatchedEnv) -> None:
         """Step all envs once (random actions while warming up) and store the transitions."""
         obs = env.obs
-        action = torch.where(self._expand(self.warming_up()), self.random_action(), self.explore(obs))
+        if self.obs_rms is not None:
+            self.obs_rms.update(obs)
+        action = torch.where(self._expand(self.warming_up()), self.random_action(), self.explore(self.normalize(obs)))
         self.rb.add_obs_action(obs, action)
         result = env.step(self.to_env(action))
         self.rb.add_result(self.stored_reward(result.reward), result.terminated, result.truncated, result.final_obs)
@@ -369,6 +389,8 @@ class OffPolicyAgent:
         for opt in self.optimizers.values():
             scale_lr(opt, scale)
         batches = self.draw()
+        if self.obs_rms is not None:
+            batches = attrs.evolve(batches, obs=self.normalize(batches.obs), next_obs=self.normalize(batches.next_obs))
         totals: dict[str, Tensor] = {}
         counts: dict[str, int] = {}  # a metric is averaged over the updates that report it
         for j in range(cfg.updates_per_step):

@@ -33,6 +33,7 @@ import attrs
 import torch
 from torch import Tensor
 
+from noeira.agents import mujoco_recipes
 from noeira.agents.onpolicy import ActorCriticRollout, explained_variance, schedule, segment_minibatches
 from noeira.agents.optim import load_optimizer_state, scale_lr
 from noeira.agents.policy import ActorCriticConfig, check_optimizer
@@ -205,6 +206,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
             "run": {"total_steps": 200_000, "log_interval": 5},
         },
     },
+    # gymnasium's MuJoCo locomotion envs: noeira.agents.mujoco_recipes (untested: notes say so)
+    **mujoco_recipes.tables("ppo"),
 }
 
 

@@ -23,6 +23,7 @@ _MODULES = {
     "c51": "noeira.agents.dqn:c51_recipe",
     "rainbow": "noeira.agents.dqn:rainbow_recipe",
     "pqn": "noeira.agents.pqn",
+    "redq": "noeira.agents.redq",
 }
 
 
