@@ -9,10 +9,11 @@ import math
 import pytest
 import torch
 
+from noeira.agents.critics import project_categorical
 from noeira.agents.dqn import DQN
 from noeira.agents.offpolicy import relu_mlp
 from noeira.agents.prioritized import SumTree
-from noeira.agents.qnet import NoisyLinear, QNet, categorical_projection
+from noeira.agents.qnet import NoisyLinear, QNet
 from noeira.agents.replay import ReplayBuffer
 from noeira.core import make_agent, make_env
 from noeira.core.cli import main
@@ -61,10 +62,10 @@ def test_categorical_projection_against_the_algorithm() -> None:
     p = torch.rand(6, 11, generator=g, dtype=torch.float64).softmax(-1)
     r = torch.tensor([0.0, 1.0, -3.7, 25.0, 2.0, 0.3], dtype=torch.float64)
     d = torch.tensor([0.99, 0.9, 0.0, 0.99, 1.0, 0.5], dtype=torch.float64)  # 0: terminated
-    m = categorical_projection(p, r, d, z)
+    m = project_categorical(p, r.unsqueeze(-1) + d.unsqueeze(-1) * z, -10.0, 10.0).double()  # DQN's C51 target
     for i in range(6):
-        assert torch.allclose(m[i], _project_reference(p[i], float(r[i]), float(d[i]), z)), i
-    assert torch.allclose(m.sum(-1), torch.ones(6, dtype=torch.float64))
+        torch.testing.assert_close(m[i], _project_reference(p[i], float(r[i]), float(d[i]), z), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(m.sum(-1), torch.ones(6, dtype=torch.float64), rtol=1e-5, atol=1e-6)
     assert m[2, 3] + m[2, 4] == pytest.approx(1.0)  # terminated: all mass at -3.7, split over -4 and -2
 
 
@@ -165,7 +166,7 @@ def test_on_atari_frames(agent: str) -> None:
 
 @pytest.mark.parametrize(("agent", "options"), [
     ("rainbow", ["agent.learning_starts=8", "agent.batch_size=16"]),
-    ("dqn", ["agent.learning_starts=8", "agent.batch_size=16", "agent.prioritized=true", "agent.atoms=11"]),
+    ("dqn", ["agent.learning_starts=8", "agent.batch_size=16", "agent.prioritized=true", "agent.num_atoms=11"]),
     ("pqn", ["agent.horizon=8", "agent.num_minibatches=4"]),
 ])
 def test_capture_safe(agent: str, options: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,8 +179,8 @@ def test_bad_keys_are_one_line_errors() -> None:
     from noeira.core import ConfigError
 
     env = make_env("cartpole", num_envs=2, backend="cpu", seed=0)
-    with pytest.raises(ConfigError, match="atoms must be 1 or >= 3"):
-        make_agent("dqn", env, atoms=2)
+    with pytest.raises(ConfigError, match="num_atoms must be 1 or >= 3"):
+        make_agent("dqn", env, num_atoms=2)
     with pytest.raises(ConfigError, match="cannot be a Q-network's torso"):
         make_agent("dqn", env, network="lstm")
     assert isinstance(make_agent("rainbow", env), DQN)

@@ -1,5 +1,5 @@
 """DQN (Mnih et al. 2015) and its family as options: double Q-learning, a dueling head, noisy
-nets, n-step returns, prioritized replay, distributional C51 (``atoms > 1``); ``c51`` and
+nets, n-step returns, prioritized replay, distributional C51 (``num_atoms > 1``); ``c51`` and
 ``rainbow`` are this agent with those options as their defaults (Hessel et al. 2018: Rainbow is
 all of them together).
 
@@ -14,11 +14,11 @@ TD target (n-step when ``n_step > 1``, see :mod:`noeira.agents.replay`)::
     y = R + gamma^m * (1 - terminated) * Q_target(s', a*)
     a* = argmax_a Q(s', a)          (double DQN)   or   argmax_a Q_target(s', a)
 
-Distributional (``atoms > 1``, C51, Bellemare et al. 2017): the network gives each action a
+Distributional (``num_atoms > 1``, C51, Bellemare et al. 2017): the network gives each action a
 categorical distribution over ``atoms`` returns evenly spaced on ``[v_min, v_max]``; Q is its
 mean. The target distribution is the target network's at ``(s', a*)`` moved to
 ``R + gamma^m (1 - terminated) z`` and projected back onto the atoms
-(:func:`~noeira.agents.qnet.categorical_projection`); the loss is the cross-entropy to it.
+(:func:`~noeira.agents.critics.project_categorical`); the loss is the cross-entropy to it.
 
 Prioritized replay (``prioritized``, Schaul et al. 2016): transitions are drawn with probability
 ``p_i^alpha / sum p^alpha`` from a sum tree on the device (:mod:`noeira.agents.prioritized`),
@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from noeira.agents.critics import project_categorical
 from noeira.agents.offpolicy import (
     UNTESTED,
     OffPolicyAgent,
@@ -59,7 +60,7 @@ from noeira.agents.offpolicy import (
     pick_recipe,
 )
 from noeira.agents.prioritized import SumTree
-from noeira.agents.qnet import QNet, categorical_projection
+from noeira.agents.qnet import QNet
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.distributed import sync_gradients
@@ -90,16 +91,16 @@ class DQN(OffPolicyAgent):
         double: bool = True
         """Double DQN: the online network picks the next action, the target network rates it."""
         dueling: bool = False
-        """Dueling streams: Q = V + A - mean(A) (per atom with atoms > 1)."""
+        """Dueling streams: Q = V + A - mean(A) (per atom with num_atoms > 1)."""
         noisy: bool = False
         """Noisy nets: factorised-Gaussian NoisyLinear layers in the streams, noise redrawn every env step
         and every update (set the ε keys to 0 to explore by the noise alone)."""
-        atoms: int = 1
+        num_atoms: int = 1
         """1: Q-values (DQN); > 1: C51's categorical return distribution over this many atoms."""
         v_min: float = -10.0
-        """atoms > 1: the smallest return of the support."""
+        """num_atoms > 1: the smallest return of the support."""
         v_max: float = 10.0
-        """atoms > 1: the largest return of the support."""
+        """num_atoms > 1: the largest return of the support."""
         prioritized: bool = False
         """Prioritized replay: draw transitions with probability ~ |TD error|^prio_alpha (a sum tree on the device)."""
         prio_alpha: float = 0.5
@@ -119,7 +120,7 @@ class DQN(OffPolicyAgent):
         target_update_interval: int = 50
         """Gradient updates between target-network updates."""
         loss: str = "mse"
-        """TD loss (atoms = 1): mse | huber."""
+        """TD loss (num_atoms = 1): mse | huber."""
         max_grad_norm: float = 10.0
         """Clip the gradient norm to this (0: no clipping)."""
         ez_exponent: float = 0.0
@@ -143,9 +144,9 @@ class DQN(OffPolicyAgent):
             raise ConfigError(f"agent.ez_exponent: must be 0 (off) or > 1, got {cfg.ez_exponent}")
         if cfg.ez_max_repeat < 1:
             raise ConfigError(f"agent.ez_max_repeat: must be >= 1, got {cfg.ez_max_repeat}")
-        if cfg.atoms < 1 or cfg.atoms == 2 or not cfg.v_max > cfg.v_min:
-            raise ConfigError(f"agent.atoms / v_min / v_max: atoms must be 1 or >= 3 and v_max > v_min, got "
-                              f"{cfg.atoms}, {cfg.v_min}, {cfg.v_max}")
+        if cfg.num_atoms < 1 or cfg.num_atoms == 2 or not cfg.v_max > cfg.v_min:
+            raise ConfigError(f"agent.num_atoms / v_min / v_max: num_atoms must be 1 or >= 3 and v_max > v_min, got "
+                              f"{cfg.num_atoms}, {cfg.v_min}, {cfg.v_max}")
         if cfg.prioritized and not (cfg.prio_alpha >= 0 and 0 <= cfg.prio_beta0 <= 1 and cfg.prio_eps > 0):
             raise ConfigError("agent.prio_alpha / prio_beta0 / prio_eps: need alpha >= 0, beta0 in [0, 1], eps > 0")
         # εz-greedy: each env's held action and the steps it has left; the zeta law's CDF on 1..max
@@ -155,11 +156,11 @@ class DQN(OffPolicyAgent):
         self.hold_cdf = (pmf.cumsum(0) / pmf.sum()).float().to(self.device)
         self.q, self.q_target = online_and_target(
             functools.partial(QNet, hidden=cfg.hidden, network=cfg.network, network_options=cfg.network_options,
-                              atoms=cfg.atoms, dueling=cfg.dueling, noisy=cfg.noisy, device=self.device),
+                              num_atoms=cfg.num_atoms, dueling=cfg.dueling, noisy=cfg.noisy, device=self.device),
             tuple(spec.observation_space.shape), self.num_actions, device=self.device)
         self.nets.update({"q": self.q, "q_target": self.q_target})
         self.optimizer = self.add_optimizer("q", self.q.parameters(), cfg.learning_rate, eps=cfg.adam_eps)
-        self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.atoms, device=self.device)
+        self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, device=self.device)
         """C51's atoms (the returns its distributions put mass on)."""
         self.tree = SumTree(self.rb, cfg.prio_alpha, cfg.prio_eps) if cfg.prioritized else None
         self.total_steps = 1
@@ -173,9 +174,9 @@ class DQN(OffPolicyAgent):
 
     # -- acting ---------------------------------------------------------------------------------
     def q_values(self, obs: Tensor) -> Tensor:
-        """``[B, A]``: Q-values, or the means of the return distributions (atoms > 1)."""
+        """``[B, A]``: Q-values, or the means of the return distributions (num_atoms > 1)."""
         out = self.q(obs)
-        if self.config.atoms == 1:
+        if self.config.num_atoms == 1:
             return out
         return (out.float().softmax(-1) * self.support).sum(-1)
 
@@ -260,7 +261,7 @@ class DQN(OffPolicyAgent):
         discount = batch.discount * (1.0 - batch.terminated)
         with torch.no_grad(), self.autocast():
             next_out = self.q_target(batch.next_obs).float()
-            if cfg.atoms == 1:
+            if cfg.num_atoms == 1:
                 next_q = next_out
             else:
                 next_probs = next_out.softmax(-1)
@@ -269,16 +270,18 @@ class DQN(OffPolicyAgent):
 
         with self.autocast():
             out = self.q(batch.obs).float()
-        if cfg.atoms == 1:
+        if cfg.num_atoms == 1:
             target = batch.reward + discount * next_q.gather(-1, next_action).squeeze(-1)
             q = out.gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
             per_sample = (q - target).square() if cfg.loss == "mse" else F.smooth_l1_loss(q, target, reduction="none")
             priority = (q - target).abs()
             metrics = {"q_mean": q.mean()}
         else:
-            k = cfg.atoms
+            k = cfg.num_atoms
             chosen = next_probs.gather(1, next_action.unsqueeze(-1).expand(-1, 1, k)).squeeze(1)
-            m = categorical_projection(chosen, batch.reward, discount, self.support)
+            # C51's target: the atoms moved to R + gamma^m (1 - terminated) z, projected back onto the support
+            positions = batch.reward.unsqueeze(-1) + discount.unsqueeze(-1) * self.support
+            m = project_categorical(chosen, positions, cfg.v_min, cfg.v_max)
             logits = out.gather(1, batch.action.view(-1, 1, 1).expand(-1, 1, k)).squeeze(1)
             per_sample = -(m * logits.log_softmax(-1)).sum(-1)  # cross-entropy to the projected target
             priority = per_sample
@@ -310,7 +313,7 @@ class C51(DQN):
     class Config(DQN.Config):
         """C51's defaults (DQN's keys)."""
 
-        atoms: int = 51
+        num_atoms: int = 51
         """The atoms of the return distribution (C51: 51)."""
 
 
@@ -323,7 +326,7 @@ class Rainbow(DQN):
     class Config(DQN.Config):
         """Rainbow's defaults (DQN's keys)."""
 
-        atoms: int = 51
+        num_atoms: int = 51
         """The atoms of the return distribution."""
         dueling: bool = True
         """Dueling streams."""
@@ -424,16 +427,16 @@ def _from_dqn(env: str, **agent: Any) -> dict[str, Any]:
 # Rainbow adds its options (noisy nets, no ε, dueling, 3-step returns, prioritized replay). Measured on the
 # 2-core CPU (BENCHMARKS.md, "Recipes that solve").
 C51_RECIPES: RecipeTables = {
-    "cartpole": _from_dqn("cartpole", atoms=51, v_min=0.0, v_max=100.0),
-    "acrobot": _from_dqn("acrobot", atoms=51, v_min=-100.0, v_max=0.0),
+    "cartpole": _from_dqn("cartpole", num_atoms=51, v_min=0.0, v_max=100.0),
+    "acrobot": _from_dqn("acrobot", num_atoms=51, v_min=-100.0, v_max=0.0),
     "atari": _atari({"learning_rate": 2.5e-4, "adam_eps": 0.01 / 32, "v_min": -10.0, "v_max": 10.0}),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 500_000, "log_interval": 250}}},
 }
 """C51's tuned defaults."""
 
 RAINBOW_RECIPES: RecipeTables = {
-    "cartpole": _from_dqn("cartpole", atoms=51, v_min=0.0, v_max=100.0, epsilon_start=0.0, epsilon_end=0.0, n_step=3),
-    "acrobot": _from_dqn("acrobot", atoms=51, v_min=-100.0, v_max=0.0, epsilon_start=0.0, epsilon_end=0.0, n_step=3),
+    "cartpole": _from_dqn("cartpole", num_atoms=51, v_min=0.0, v_max=100.0, epsilon_start=0.0, epsilon_end=0.0, n_step=3),
+    "acrobot": _from_dqn("acrobot", num_atoms=51, v_min=-100.0, v_max=0.0, epsilon_start=0.0, epsilon_end=0.0, n_step=3),
     "atari": _atari({"learning_rate": 6.25e-5, "adam_eps": 1.5e-4, "n_step": 3, "target_update_interval": 4_000,
                      "epsilon_start": 0.0, "epsilon_end": 0.0}),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 500_000, "log_interval": 250}}},

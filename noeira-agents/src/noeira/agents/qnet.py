@@ -2,14 +2,14 @@
 noisy, distributional), factorised NoisyLinear, C51's projection, and ε schedules.
 
 ``QNet(obs_shape, num_actions, ...)``: ``obs [B, *obs_shape]`` -> Q-values ``[B, A]``, or with
-``atoms > 1`` the logits of each action's return distribution ``[B, A, atoms]``.
+``num_atoms > 1`` the logits of each action's return distribution ``[B, A, num_atoms]``.
 
 - Torso: ``network = "mlp"`` flattens the observation (vector envs); a CNN (``nature-cnn``,
   ``impala-cnn``, any registered network with ``features``) gives its convolutions' features.
 - Stream: the fully connected layers ``hidden`` (ReLU; with ``layer_norm`` a LayerNorm before each
-  ReLU, PQN's), then the output layer. Without ``dueling`` one stream gives ``A * atoms`` outputs.
-  With ``dueling`` (Wang et al. 2016) a value stream (``atoms`` outputs) and an advantage stream
-  (``A * atoms``) are combined as ``V + A - mean_a A`` (per atom: Rainbow's logits).
+  ReLU, PQN's), then the output layer. Without ``dueling`` one stream gives ``A * num_atoms`` outputs.
+  With ``dueling`` (Wang et al. 2016) a value stream (``num_atoms`` outputs) and an advantage stream
+  (``A * num_atoms``) are combined as ``V + A - mean_a A`` (per atom: Rainbow's logits).
 - ``noisy`` (Fortunato et al. 2018): every layer of the streams is a factorised-Gaussian
   :class:`NoisyLinear`; its noise is redrawn by :meth:`QNet.resample_noise` (in place, from the
   agent's device generator: capture-safe), and ``mean_only`` acts with the mean weights.
@@ -33,7 +33,7 @@ from noeira.agents.nets import space_dim
 from noeira.core.contracts import NetworkSpec
 from noeira.core.errors import ConfigError
 
-__all__ = ["NoisyLinear", "QNet", "categorical_projection", "linear_epsilon"]
+__all__ = ["NoisyLinear", "QNet", "linear_epsilon"]
 
 
 class NoisyLinear(nn.Module):
@@ -88,11 +88,11 @@ class QNet(nn.Module):
     """Q-values or return distributions (see the module docstring)."""
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, *, hidden: Sequence[int] = (256, 256),
-                 network: str = "mlp", network_options: dict[str, Any] | None = None, atoms: int = 1,
+                 network: str = "mlp", network_options: dict[str, Any] | None = None, num_atoms: int = 1,
                  dueling: bool = False, noisy: bool = False, layer_norm: bool = False,
                  device: torch.device | str = "cpu") -> None:
         super().__init__()
-        self.num_actions, self.atoms, self.dueling = num_actions, atoms, dueling
+        self.num_actions, self.num_atoms, self.dueling = num_actions, num_atoms, dueling
         if network == "mlp":
             if network_options:
                 raise ConfigError(f"agent.network_options: the mlp torso takes none, got {', '.join(network_options)}")
@@ -107,17 +107,17 @@ class QNet(nn.Module):
                                          hidden_sizes=(), activation="relu", options=dict(network_options or {})))
             in_dim = self.torso.feature_dim
         if dueling:
-            self.value = _stream(in_dim, hidden, atoms, noisy, layer_norm)
-            self.advantage = _stream(in_dim, hidden, num_actions * atoms, noisy, layer_norm)
+            self.value = _stream(in_dim, hidden, num_atoms, noisy, layer_norm)
+            self.advantage = _stream(in_dim, hidden, num_actions * num_atoms, noisy, layer_norm)
         else:
-            self.q = _stream(in_dim, hidden, num_actions * atoms, noisy, layer_norm)
+            self.q = _stream(in_dim, hidden, num_actions * num_atoms, noisy, layer_norm)
         self.noisy_layers = [m for m in self.modules() if isinstance(m, NoisyLinear)]
         self.to(device)
 
     def forward(self, obs: Tensor) -> Tensor:
-        """``obs [B, *obs_shape]`` -> ``[B, A]`` Q-values, or ``[B, A, atoms]`` logits with ``atoms > 1``."""
+        """``obs [B, *obs_shape]`` -> ``[B, A]`` Q-values, or ``[B, A, num_atoms]`` logits with ``num_atoms > 1``."""
         x = obs.flatten(1).float() if self.torso is None else self.torso.features(obs)
-        b, a, k = x.shape[0], self.num_actions, self.atoms
+        b, a, k = x.shape[0], self.num_actions, self.num_atoms
         if self.dueling:
             adv = self.advantage(x).view(b, a, k)
             out = self.value(x).view(b, 1, k) + adv - adv.mean(1, keepdim=True)
@@ -140,27 +140,6 @@ class QNet(nn.Module):
         finally:
             for m in self.noisy_layers:
                 m.mean_only = False
-
-
-def categorical_projection(next_probs: Tensor, reward: Tensor, discount: Tensor, support: Tensor) -> Tensor:
-    """C51's target distribution (Bellemare et al. 2017, algorithm 1): the atoms ``support [K]``
-    moved to ``T z = r + discount * z`` (``discount`` 0 where the episode terminated), clipped to
-    ``[v_min, v_max]``, their mass ``next_probs [B, K]`` split between the two nearest atoms.
-    Returns ``m [B, K]``. Capture-safe: one ``scatter_add_`` over a flat index, no masks."""
-    k = support.shape[0]
-    v_min, v_max = support[0], support[-1]
-    dz = (v_max - v_min) / (k - 1)
-    tz = (reward.unsqueeze(-1) + discount.unsqueeze(-1) * support).clamp(v_min, v_max)
-    b = (tz - v_min) / dz  # [B, K] in [0, K-1]
-    low, up = b.floor(), b.ceil()
-    # where b lands on an atom (low == up) all the mass goes to it: weights (up + same - b) and (b - low)
-    same = (low == up).to(b.dtype)
-    w_low, w_up = (up + same - b) * next_probs, (b - low) * next_probs
-    offset = (torch.arange(b.shape[0], device=b.device) * k).unsqueeze(-1)
-    m = torch.zeros(b.numel(), dtype=next_probs.dtype, device=b.device)
-    m.scatter_add_(0, (low.long() + offset).view(-1), w_low.reshape(-1))
-    m.scatter_add_(0, (up.long() + offset).view(-1), w_up.reshape(-1))
-    return m.view_as(next_probs)
 
 
 def linear_epsilon(steps: Tensor, start: float, end: float, duration: int) -> Tensor:
