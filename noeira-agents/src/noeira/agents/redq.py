@@ -84,7 +84,7 @@ class REDQ(OffPolicyAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
         cfg = config
         if cfg.num_critics < 1:
             raise ConfigError(f"agent.num_critics: must be >= 1, got {cfg.num_critics}")
@@ -94,7 +94,7 @@ class REDQ(OffPolicyAgent):
         if cfg.policy_delay < 1 or cfg.updates_per_step % cfg.policy_delay:
             raise ConfigError(f"agent.policy_delay: must divide agent.updates_per_step = {cfg.updates_per_step}, "
                               f"got {cfg.policy_delay}")
-        super().__init__(spec, backend, config)
+        super().__init__(spec, backend, config, training=training)
         dev = self.device
         self.actor = SquashedGaussianActor(self.obs_dim, self.act_dim, cfg.hidden, cfg.log_std_min,
                                            cfg.log_std_max).to(dev)
