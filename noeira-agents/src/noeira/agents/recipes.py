@@ -20,6 +20,8 @@ _MODULES = {
     "sac": "noeira.agents.sac",
     "td3": "noeira.agents.td3",
     "ddpg": "noeira.agents.ddpg",
+    "bc": "noeira.agents.bc",
+    "act": "noeira.agents.act",
 }
 
 

@@ -43,6 +43,7 @@ from noeira.core.config import (
     structure,
 )
 from noeira.core.contracts import Agent, Backend, BatchedEnv
+from noeira.core.dataset.offline import attach_dataset, dataset_env
 from noeira.core.errors import ConfigError, Terminated, UserError
 from noeira.core.plugins import get_plugin_manager, plugin_distribution
 from noeira.core.recipes import find_recipes, merged_recipe
@@ -89,6 +90,7 @@ def resolve(raw: Mapping[str, Any]) -> RunConfig:
     if not isinstance(backend_name, str):
         raise ConfigError(f"backend: expected a string, got {backend_name!r}")
     backend = get_backend(backend_name)
+    raw = dataset_env(raw)  # dataset=PATH: the env it was recorded in, unless one is named
     env_name = raw.get("env", {}).get("name", DEFAULT_ENV)
     agent_name = raw.get("agent", {}).get("name", DEFAULT_AGENT)
     for path, value in (("env.name", env_name), ("agent.name", agent_name)):
@@ -297,6 +299,7 @@ def build(cfg: RunConfig, graph_name: str = "eager", backend: Backend | None = N
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
     agent.set_total_steps(cfg.run.total_steps)
+    attach_dataset(agent, cfg)  # an offline agent (bc, act) reads run.dataset
     distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     env.reset(seed=seed)
     return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)
