@@ -265,18 +265,19 @@ class ACTModel(nn.Module):
 # -- temporal ensembling ------------------------------------------------------------------------
 
 def ensemble_step(chunk: Tensor, state: Tensor, done: Tensor, coeff: float) -> tuple[Tensor, Tensor]:
-    """Fold a new chunk ``[B, K, A]`` into the ensemble ``state [B, K, A + 2]`` (for each of the
-    next ``K`` steps: the weighted sum of its predictions, the sum of weights, how many), take
-    step 0's weighted mean as the action, shift the window by one. Zeroed where ``done``."""
+    """Fold a new chunk ``[B, K, A]`` into the ensemble ``state [K, B, A + 2]`` (for each of the
+    next ``K`` steps: the weighted sum of its predictions, the sum of weights, how many; the
+    batch in dimension 1, as the Agent contract has it), take step 0's weighted mean as the
+    action, shift the window by one. Zeroed where ``done [B]``."""
     a = chunk.shape[-1]
-    state = state * (~done).to(state.dtype).view(-1, 1, 1)
+    state = state * (~done).to(state.dtype).view(1, -1, 1)
     total, weight, count = state[..., :a], state[..., a], state[..., a + 1]
     w = torch.exp(-coeff * count)                       # the new prediction is the count-th for its step
-    total = total + w.unsqueeze(-1) * chunk
+    total = total + w.unsqueeze(-1) * chunk.transpose(0, 1)
     weight, count = weight + w, count + 1
-    action = total[:, 0] / weight[:, 0:1]
+    action = total[0] / weight[0].unsqueeze(-1)
     folded = torch.cat([total, weight.unsqueeze(-1), count.unsqueeze(-1)], -1)
-    shifted = torch.cat([folded[:, 1:], torch.zeros_like(folded[:, :1])], 1)
+    shifted = torch.cat([folded[1:], torch.zeros_like(folded[:1])], 0)
     return action, shifted
 
 
@@ -298,7 +299,7 @@ class ACTPolicy(nn.Module):
         return self.obs_norm(obs) if self.obs_norm is not None else obs
 
     def initial_state(self, batch: int) -> Tensor:
-        return torch.zeros(batch, self.cfg.chunk_size, self.model.action_dim + 2, device=self.low.device)
+        return torch.zeros(self.cfg.chunk_size, batch, self.model.action_dim + 2, device=self.low.device)
 
     def chunk(self, obs: Tensor) -> Tensor:
         """The predicted chunk ``[B, K, A]`` in env units (z = 0)."""
@@ -356,7 +357,7 @@ class ACT:
         self.total_steps = max(int(total_steps), 1)
 
     def initial_state(self, batch: int) -> PolicyState:
-        """The temporal ensemble's state ``[batch, K, A + 2]``: nothing predicted yet."""
+        """The temporal ensemble's state ``[K, batch, A + 2]``: nothing predicted yet."""
         return self.policy.initial_state(batch)
 
     @torch.no_grad()
@@ -425,8 +426,8 @@ class ACT:
 
     def policy_module(self) -> nn.Module:
         """The policy for ``noeira export`` / ``deploy``: ``(obs, state, done) -> (action, state)``,
-        the ensemble's state explicit (batch in dimension 0)."""
-        return RecurrentPolicy(self.policy, self.policy.forward, self.policy.initial_state, state_batch_dim=0,
+        the ensemble's state explicit (batch in dimension 1)."""
+        return RecurrentPolicy(self.policy, self.policy.forward, self.policy.initial_state, state_batch_dim=1,
                                metadata=self.metadata)
 
 

@@ -216,6 +216,25 @@ class Policy:
         self.recurrent = bool(metadata.get("recurrent"))
         self.source = source
 
+    def reset(self) -> None:
+        """Start an episode for :meth:`step` (a recurrent state back to zeros)."""
+        self._state = self.initial_state(1)
+        self._done = torch.ones(1, dtype=torch.bool)
+
+    def step(self, obs: Any) -> list[float]:
+        """One observation (a flat sequence of numbers) -> the action as a list of floats, the
+        state carried from the previous call (:meth:`reset` starts afresh). What a control loop
+        needs, without handling tensors itself."""
+        if not hasattr(self, "_state"):
+            self.reset()
+        x = torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1)
+        shape = self.metadata.get("observation", {}).get("shape")
+        if shape and len(shape) > 1:
+            x = x.reshape(1, *shape)
+        action, self._state = self.act(x, self._state, self._done)
+        self._done = torch.zeros(1, dtype=torch.bool)
+        return [float(v) for v in action.reshape(-1).tolist()]
+
     def initial_state(self, batch: int) -> Tensor | None:
         if not self.recurrent:
             return None

@@ -127,9 +127,10 @@ def record_env(env: Any, act: Act, writer: Any, episodes: int, *, initial_state:
     while saved < episodes and not stop():
         frames = env.render().cpu().numpy() if camera else None
         action, state = act(obs, state, done)
+        seen = obs.detach().cpu().numpy().copy()  # env.step writes the next observation into the same buffer
         result = env.step(action)
         host = {
-            "observation.state": obs.detach().cpu().numpy(),
+            "observation.state": seen,
             "action": action.detach().cpu().numpy().reshape(n, -1),
             "next.reward": result.reward.detach().cpu().numpy().astype(np.float32).reshape(n, 1),
             "next.done": result.terminated.detach().cpu().numpy().reshape(n, 1),
