@@ -44,7 +44,7 @@ def _synthetic(root: Path, episodes: int = 12, length: int = 20, camera: bool = 
     with DatasetWriter(root, fps=10, features=features, robot_type="toy_arm", video_codec="libx264") as w:
         for _ in range(episodes):
             s = rng.normal(size=3).astype(np.float32)
-            for t in range(length):
+            for _ in range(length):
                 frame = {"observation.state": s, "action": expert(s)}
                 if camera:
                     img = np.zeros((32, 32, 3), np.uint8)

@@ -106,7 +106,7 @@ class Attention(nn.Module):
         super().__init__()
         if dim % heads:
             raise ConfigError(f"agent.dim_model: {dim} must be a multiple of agent.n_heads ({heads})")
-        self.heads = heads
+        self.heads, self.scale = heads, 1.0 / math.sqrt(dim // heads)
         self.q, self.k, self.v, self.out = (nn.Linear(dim, dim) for _ in range(4))
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_pad: Tensor | None = None) -> Tensor:
@@ -118,7 +118,7 @@ class Attention(nn.Module):
             return x.view(b, x.shape[1], h, d // h).transpose(1, 2)   # [B, h, L, d/h]
 
         q, k, v = split(self.q(query)), split(self.k(key)), split(self.v(value))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d // h)          # [B, h, Lq, Lk]
+        scores = (q @ k.transpose(-1, -2)) * self.scale               # [B, h, Lq, Lk]
         if key_pad is not None:
             scores = scores.masked_fill(key_pad[:, None, None, :], float("-inf"))
         out = scores.softmax(-1) @ v

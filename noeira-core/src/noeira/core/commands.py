@@ -186,11 +186,8 @@ def _ask(prompt: str) -> str:
 # -- noeira export ----------------------------------------------------------------------------
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import logging
-
     from noeira.core.export import export_policy
 
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     result = export_policy(args.run_dir, args.format, args.out, batch=args.batch)
     if args.json:
         print(json.dumps(result))

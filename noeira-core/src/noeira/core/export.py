@@ -20,6 +20,8 @@ state's shape. ``noeira deploy`` reads it to check the policy fits the robot.
 from __future__ import annotations
 
 import json
+import logging
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -157,9 +159,16 @@ def export_policy(run_dir: str | Path, fmt: str, out: str | Path | None = None, 
         meta = describe(run, module)
         meta["format"] = fmt
         path = Path(out) if out else run.path / "export" / f"policy{FORMATS[fmt]}"
+        if path.suffix.lower() != FORMATS[fmt]:
+            path = path.with_name(path.name + FORMATS[fmt])  # load_policy tells the format by the suffix
         path.parent.mkdir(parents=True, exist_ok=True)
         example = _example(run, module, batch)
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # torch.jit is deprecated in favour of torch.export, yet TorchScript is still what C++ and
+            # mobile runtimes load; the ONNX exporter warns about optional converters (torchvision)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", UserWarning)
             if fmt == "torchscript":
                 _torchscript(module, example, path, meta)
             elif fmt == "pt2":
@@ -194,6 +203,8 @@ def _pt2(module: torch.nn.Module, example: tuple[Tensor, ...], path: Path, meta:
 
 def _onnx(module: torch.nn.Module, example: tuple[Tensor, ...], path: Path, meta: dict[str, Any]) -> None:
     import onnx
+
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # "torchvision is not installed" lines
 
     inputs, outputs = _names(len(example) > 1)
     torch.onnx.export(module, example, str(path), input_names=inputs, output_names=outputs,
@@ -299,7 +310,9 @@ def load_policy(source: str | Path, *, backend: str = "cpu") -> Policy:
             program = torch.export.load(str(p), extra_files=extra)
             module = program.module()
         elif suffix == ".pt":
-            module = torch.jit.load(str(p), map_location="cpu", _extra_files=extra)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit: see export_policy
+                module = torch.jit.load(str(p), map_location="cpu", _extra_files=extra)
         else:
             raise UserError(f"{p.name}: not an exported policy (expected .pt, .pt2 or .onnx, or a run directory)")
     except UserError:

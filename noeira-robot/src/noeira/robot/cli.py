@@ -225,7 +225,7 @@ def cmd_teleop(args: argparse.Namespace) -> int:
 @_robot_errors
 def cmd_deploy(args: argparse.Namespace) -> int:
     from noeira.core.export import load_policy
-    from noeira.robot.deploy import deploy
+    from noeira.robot.deploy import check_fit, deploy
 
     if args.robot != "so101":
         raise UserError(f"--robot: this distribution deploys to so101, got {args.robot!r}")
@@ -243,6 +243,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     arm = _arm("follower", args.port, args.calibration, baudrate=args.baudrate, **limits)
     report = None
     with arm:
+        check_fit(policy.metadata, list(arm.read()))  # a policy for another robot stops here, before arming
         if not args.dry_run:
             if not args.yes:
                 answer = _ask(f"Arm the arm and run {policy.source} at {hz:g} Hz? [y/N] ")

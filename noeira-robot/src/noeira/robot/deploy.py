@@ -35,7 +35,7 @@ import attrs
 
 from noeira.core.errors import UserError
 
-__all__ = ["DeployReport", "Watchdog", "WatchdogTripped", "deploy", "joint_order"]
+__all__ = ["DeployReport", "Watchdog", "WatchdogTripped", "check_fit", "deploy", "joint_order"]
 
 
 class WatchdogTripped(UserError):
@@ -72,6 +72,17 @@ def joint_order(names: Sequence[str] | None, joints: Sequence[str], what: str, s
         raise UserError(f"the policy's {what} has {size} values, the robot has {len(joints)} joints "
                         f"({', '.join(joints)}); a policy for this robot is trained on its recordings")
     return list(joints)
+
+
+def check_fit(meta: Mapping[str, Any], joints: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The robot joints behind the policy's observation and action (see :func:`joint_order`);
+    a policy that does not fit is a one-line :class:`UserError`, raised before anything is armed."""
+    obs_meta, act_meta = meta.get("observation", {}), meta.get("action", {})
+    if len(obs_meta.get("shape") or [0]) != 1 or len(act_meta.get("shape") or [0]) != 1:
+        raise UserError(f"deploy: the policy observes {obs_meta.get('shape')} and acts {act_meta.get('shape')}; "
+                        "a robot needs vector observations (joints) and vector actions (goals)")
+    return (joint_order(obs_meta.get("names"), joints, "observation", _size(obs_meta.get("shape"))),
+            joint_order(act_meta.get("names"), joints, "action", _size(act_meta.get("shape"))))
 
 
 class Watchdog:
@@ -128,16 +139,7 @@ def deploy(policy: Any, robot: Any, *, hz: float, steps: int | None = None, dead
     if deadline <= 0:
         raise UserError(f"--deadline-ms: must be > 0, got {deadline * 1000:g}")
     present = robot.read()
-    joints = list(present)
-    meta = policy.metadata
-    obs_meta, act_meta = meta.get("observation", {}), meta.get("action", {})
-    obs_size = _size(obs_meta.get("shape"))
-    act_size = _size(act_meta.get("shape"))
-    if len(obs_meta.get("shape") or [0]) != 1 or len(act_meta.get("shape") or [0]) != 1:
-        raise UserError(f"deploy: the policy observes {obs_meta.get('shape')} and acts {act_meta.get('shape')}; "
-                        "a robot needs vector observations (joints) and vector actions (goals)")
-    obs_joints = joint_order(obs_meta.get("names"), joints, "observation", obs_size)
-    act_joints = joint_order(act_meta.get("names"), joints, "action", act_size)
+    obs_joints, act_joints = check_fit(policy.metadata, list(present))
 
     def release() -> None:
         robot.emergency_release() if hasattr(robot, "emergency_release") else robot.disarm()
