@@ -176,7 +176,7 @@ def test_a_step_over_its_deadline_releases_torque(url: str, emu: EmulatedBus, ca
 
 
 def test_deploy_needs_an_armed_robot(url: str, emu: EmulatedBus, cal_path: Path) -> None:
-    with SO101Follower(port=url, calibration=str(cal_path), handle_signals=False) as arm:
-        with pytest.raises(Exception, match="not armed; nothing moves unless armed"):
-            deploy(SlowPolicy(emu, -1, 0), arm, hz=50, steps=3)
+    with (SO101Follower(port=url, calibration=str(cal_path), handle_signals=False) as arm,
+          pytest.raises(Exception, match="not armed; nothing moves unless armed")):
+        deploy(SlowPolicy(emu, -1, 0), arm, hz=50, steps=3)
     assert not emu.writes("Goal_Position")
