@@ -299,7 +299,8 @@ def build(cfg: RunConfig, graph_name: str = "eager", backend: Backend | None = N
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
     agent.set_total_steps(cfg.run.total_steps)
-    attach_dataset(agent, cfg)  # an offline agent (bc, act) reads run.dataset
+    if attach_dataset(agent, cfg):  # an offline agent (bc, act) reads run.dataset; its collect does nothing
+        capture_env = False
     distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     env.reset(seed=seed)
     return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)

@@ -44,9 +44,10 @@ def dataset_env(raw: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def attach_dataset(agent: Any, cfg: Any) -> None:
+def attach_dataset(agent: Any, cfg: Any) -> bool:
     """Give an offline agent its dataset; refuse a dataset to an agent that learns from an env,
-    and an offline agent without one."""
+    and an offline agent without one. Returns whether the agent learns from a dataset (its
+    ``collect`` does nothing, so there is nothing to record as a graph)."""
     path = cfg.run.dataset
     learns = bool(getattr(agent, "learns_from_dataset", False))
     if path and not learns:
@@ -57,3 +58,4 @@ def attach_dataset(agent: Any, cfg: Any) -> None:
                           "(a LeRobot v3 dataset, e.g. one noeira record wrote)")
     if learns:
         agent.load_dataset(path)
+    return learns
