@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyarrow")
-pytest.importorskip("av")
+pytest.importorskip("pyarrow")  # no video here: PyAV is not needed
 
 from noeira.core.api import make_env  # noqa: E402
 from noeira.core.dataset import DatasetWriter  # noqa: E402
