@@ -23,7 +23,7 @@ from noeira.agents.imitation import action_chunks  # noqa: E402
 from noeira.core.api import get_backend, make_env  # noqa: E402
 from noeira.core.cli import main  # noqa: E402
 from noeira.core.dataset import DatasetWriter, LeRobotDataset  # noqa: E402
-from noeira.core.testing import check_agent  # noqa: E402
+from noeira.core.testing import check_agent, check_env  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "lerobot_v3"
 W = np.array([[1.5, -2.0, 0.5], [0.3, 0.8, -1.2]], np.float32)
@@ -134,6 +134,7 @@ def test_the_normalisation_is_in_the_checkpoint(tmp_path: Path) -> None:
 
 
 def test_the_agents_keep_the_contract(toy: Path) -> None:
+    check_env("dataset", num_envs=3, backend="cpu", path=str(toy))  # the replay env keeps the env contract
     backend = get_backend("cpu")
     for cls, cfg in ((BC, BC.Config(hidden_sizes=(16,), batch_size=8)),
                      (ACT, ACT.Config(dim_model=16, n_heads=2, dim_feedforward=32, n_encoder_layers=1,

@@ -222,6 +222,10 @@ class ACTModel(nn.Module):
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         self.decoder_norm = nn.LayerNorm(d)
         self.action_head = nn.Linear(d, self.action_dim)
+        for layer in [*self.encoder, *self.decoder, *(self.vae_layers if cfg.use_vae else [])]:
+            for p in layer.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)  # as ACT (DETR's transformer) initialises its layers
         self.to(device)
 
     def latent(self, obs: Tensor, chunk: Tensor, pad: Tensor, gen: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
