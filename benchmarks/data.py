@@ -73,6 +73,22 @@ def episode_returns(run: Path, episodes: int, seed: int) -> np.ndarray:
 
 # -- imitation --------------------------------------------------------------------------------
 
+def with_agent_keys(run: Path, dest: Path, **keys: Any) -> Path:
+    """A run directory at ``dest`` with ``run``'s checkpoints and its config but for some agent keys
+    (acting settings: the weights are the same)."""
+    import tomllib
+
+    import tomli_w
+
+    cfg = tomllib.loads((run / "config.toml").read_text())
+    cfg["agent"].update(keys)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.toml").write_text(tomli_w.dumps(cfg))
+    if not (dest / "checkpoints").exists():
+        (dest / "checkpoints").symlink_to((run / "checkpoints").resolve())
+    return dest
+
+
 def imitation(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     expert = Path(args.expert) if args.expert else work / "expert"
     t0 = time.perf_counter()
@@ -106,6 +122,13 @@ def imitation(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             rows.append({"policy": agent, "seed": s, "train_steps": record["env_steps"],
                          "train_seconds": round(seconds, 1), "mean_return": float(ret.mean()), "success": rate,
                          "of_expert": rate / expert_rate if expert_rate else float("nan")})
+            if agent == "act":  # the same weights acting on each new chunk's first action, no ensemble
+                plain = with_agent_keys(run, work / f"act-{s}-no-ensemble", temporal_ensemble=False)
+                ret = episode_returns(plain, args.eval_episodes, seed)
+                rate = float((ret >= THRESHOLD).mean())
+                rows.append({"policy": "act, no temporal ensemble", "seed": s, "train_steps": record["env_steps"],
+                             "train_seconds": "same", "mean_return": float(ret.mean()), "success": rate,
+                             "of_expert": rate / expert_rate if expert_rate else float("nan")})
     print(f"\nimitation on Pendulum (trained on {args.backend}): {args.demos} expert episodes ({args.demos * 200:,} "
           f"frames, recorded in {record_seconds:.1f} s), {args.eval_episodes} evaluation episodes each, "
           f"success = return >= {THRESHOLD:g}")
