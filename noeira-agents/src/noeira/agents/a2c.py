@@ -175,6 +175,10 @@ class A2C:
             deterministic: bool = False) -> tuple[Tensor, PolicyState]:
         return self.rollout.act(obs, state, done, deterministic)
 
+    def policy_module(self) -> torch.nn.Module:
+        """The deterministic policy as one module, for ``noeira export`` (see ActorCriticRollout)."""
+        return self.rollout.policy_module()
+
     def collect(self, env: BatchedEnv) -> None:
         self.rollout.collect(env)
 

@@ -48,6 +48,7 @@ import attrs
 import torch
 from torch import Tensor, nn
 
+from noeira.agents.exportable import FeedForwardPolicy
 from noeira.agents.nets import RunningMeanStd, space_dim
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
 from noeira.agents.precision import autocast, check_precision
@@ -357,6 +358,10 @@ class OffPolicyAgent:
         """``obs [B, *obs_shape]`` -> ``(action [B, *act_shape] for the env, None)``; a feed-forward
         policy has no state, so ``state`` and ``done`` change nothing."""
         return self.to_env(self.policy_action(self.normalize(obs.to(self.device)), deterministic)), None
+
+    def policy_module(self) -> nn.Module:
+        """The deterministic policy as one module, for ``noeira export``: ``obs -> env action``."""
+        return FeedForwardPolicy(self.nets, lambda obs: self.to_env(self.policy_action(obs, True)))
 
     def set_total_steps(self, total_steps: int) -> None:
         """Nothing to do: the schedules are fixed by the config in env steps (``lr_anneal_steps``,

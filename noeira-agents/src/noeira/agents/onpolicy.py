@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from noeira.agents.exportable import FeedForwardPolicy, RecurrentPolicy
 from noeira.agents.optim import make_optimizer
 from noeira.agents.policy import ActorCritic, ActorCriticConfig, precision_of
 from noeira.agents.precision import MasterWeights, autocast
@@ -100,6 +101,20 @@ class ActorCriticRollout:
             else:
                 action, _, _, state = self.policy.act(x, state, done, self.generator)
         return self.policy.head.to_env(action), state
+
+    def policy_module(self) -> nn.Module:
+        """The deterministic policy as one module (``noeira export``): normalisation, network and
+        the most likely action as the env takes it; a recurrent network's state is an explicit
+        input and output (batch in dimension 1)."""
+        policy = self.policy
+
+        def act(obs: Tensor, state: PolicyState = None, done: Tensor | None = None) -> tuple[Tensor, PolicyState]:
+            action, state = policy.mode(policy.observe(obs), state, done)
+            return policy.head.to_env(action), state
+
+        if self.recurrent:
+            return RecurrentPolicy(policy, act, policy.initial_state, state_batch_dim=1)
+        return FeedForwardPolicy(policy, lambda obs: act(obs)[0])
 
     @torch.no_grad()
     def collect(self, env: BatchedEnv) -> None:

@@ -303,6 +303,10 @@ class PPO:
         """``obs [B, *obs_shape]`` -> (env actions ``[B, *act_shape]`` clipped to a Box, next state)."""
         return self.rollout.act(obs, state, done, deterministic)
 
+    def policy_module(self) -> torch.nn.Module:
+        """The deterministic policy as one module, for ``noeira export`` (see ActorCriticRollout)."""
+        return self.rollout.policy_module()
+
     def collect(self, env: BatchedEnv) -> None:
         self.rollout.collect(env)
 

@@ -24,6 +24,8 @@ _MODULES = {
     "rainbow": "noeira.agents.dqn:rainbow_recipe",
     "pqn": "noeira.agents.pqn",
     "redq": "noeira.agents.redq",
+    "bc": "noeira.agents.bc",
+    "act": "noeira.agents.act",
 }
 
 

@@ -313,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS_FROM = {"robot": "noeira-robot", "verify-graph": "noeira-cuda", "check-capture": "noeira-cuda"}
+_COMMANDS_FROM = {"robot": "noeira-robot", "deploy": "noeira-robot", "verify-graph": "noeira-cuda",
+                  "check-capture": "noeira-cuda"}
 """Commands that other noeira distributions add (through noeira_add_commands)."""
 
 

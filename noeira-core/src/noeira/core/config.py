@@ -85,6 +85,10 @@ class RunSection:
     resume: str = ""
     """A checkpoint file or run directory to continue from (the same directory as --run-dir
     continues the run in place, appending to its metrics)."""
+    dataset: str = ""
+    """A LeRobot v3 dataset (a directory) that an offline agent (bc, act) learns from; dataset=PATH
+    for short. The env then defaults to the one it was recorded in (else the replay env
+    'dataset'), and total_steps counts gradient steps."""
 
 
 @attrs.frozen
@@ -202,7 +206,7 @@ def structure(data: Mapping[str, Any], cls: type[T], path: str) -> T:
 
 # -- overrides ------------------------------------------------------------------------------
 
-_SHORT = {"env": "env.name", "agent": "agent.name", "graph": "graph.name"}
+_SHORT = {"env": "env.name", "agent": "agent.name", "graph": "graph.name", "dataset": "run.dataset"}
 
 
 def _parse_value(key: str, text: str) -> Any:

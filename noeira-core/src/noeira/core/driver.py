@@ -31,6 +31,7 @@ from noeira.core import distributed, registry, rng
 from noeira.core.api import get_backend, get_graph_backend, split_name
 from noeira.core.config import GraphConfig, RunConfig, load_toml
 from noeira.core.contracts import Agent, Backend, BatchedEnv
+from noeira.core.dataset.offline import attach_dataset
 from noeira.core.errors import ConfigError, Terminated, UserError
 from noeira.core.evaluation import eval_batch, evaluate
 from noeira.core.plugins import get_plugin_manager, plugin_distribution
@@ -153,6 +154,8 @@ def build(cfg: RunConfig, graph_name: str = "eager", backend: Backend | None = N
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
     agent.set_total_steps(-(-cfg.run.total_steps // backend.world_size))  # this process's share
+    if attach_dataset(agent, cfg):  # an offline agent (bc, act) reads run.dataset; its collect does nothing
+        capture_env = False
     distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     env.reset(seed=seed)
     return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)

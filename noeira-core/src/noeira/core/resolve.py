@@ -30,6 +30,7 @@ from noeira.core.config import (
     parse_overrides,
     structure,
 )
+from noeira.core.dataset.offline import dataset_env
 from noeira.core.errors import ConfigError
 from noeira.core.recipes import find_recipes, merged_recipe
 from noeira.core.rundir import resumed_config
@@ -61,6 +62,7 @@ def resolve(raw: Mapping[str, Any], world_size: int | None = None) -> RunConfig:
     if not isinstance(backend_name, str):
         raise ConfigError(f"backend: expected a string, got {backend_name!r}")
     backend = get_backend(backend_name)
+    raw = dataset_env(raw)  # dataset=PATH: the env it was recorded in, unless one is named
     env_name = raw.get("env", {}).get("name", DEFAULT_ENV)
     agent_name = raw.get("agent", {}).get("name", DEFAULT_AGENT)
     for path, value in (("env.name", env_name), ("agent.name", agent_name)):
