@@ -332,7 +332,8 @@ class ACT:
     learns_from_dataset = True
     """The driver hands this agent ``run.dataset`` (:func:`noeira.core.dataset.offline.attach_dataset`)."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
+        # training=False (acting alone) changes nothing: the dataset is read by load_dataset, not here
         cfg = config or Config()
         validate(cfg)
         if cfg.torch_threads > 0 and backend.device.type == "cpu":
