@@ -61,5 +61,5 @@ def test_noeira_train_applies_the_recipe(train) -> None:
 @pytest.mark.slow
 def test_the_recipe_solves_cartpole(train) -> None:
     _, record = train("agent=reinforce", "env=cartpole", "env.num_envs=16", "run.eval_episodes=10", "run.seed=0",
-                      steps=160_000)
+                      steps=240_000)
     assert record["final_eval"]["mean_return"] >= 475
