@@ -18,7 +18,8 @@ nox.options.reuse_existing_virtualenvs = True
 # CPU build first, so pip never pulls the multi-GB CUDA build for a laptop or CI.
 TORCH = "torch==2.13.0"
 DISTS = ["./noeira-core[plot,video,data,export]", "./noeira-envs[gymnasium,mujoco,atari]", "./noeira-agents", "./noeira-physics",
-         "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin"]
+         "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin",
+         *[f"./examples/plugins/{kind}" for kind in ("env", "agent", "network", "physics", "graph", "logger")]]
 # the references the tests compare against: gymnasium's v5 MuJoCo envs, Stable-Baselines3 (the
 # VecEnv bridge), JAX Craftax on CPU jax (Craftax-Classic); Triton, whose interpreter runs the
 # Craftax kernels on the CPU; OpenCV, which gymnasium's AtariPreprocessing resizes with (the Atari env's reference)
