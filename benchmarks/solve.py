@@ -52,13 +52,14 @@ import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-AGENTS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
+AGENTS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg", "c51", "rainbow", "pqn")
 ENVS = ("cartpole", "acrobot", "mountaincar", "pendulum", "mountaincar-continuous")
 THRESHOLDS = {"cartpole": 475.0, "acrobot": -100.0, "mountaincar": -110.0, "pendulum": -200.0,
               "mountaincar-continuous": 90.0}
-DISCRETE_ONLY = ("dqn",)
+DISCRETE_ONLY = ("dqn", "c51", "rainbow", "pqn")
 CONTINUOUS_ONLY = ("sac", "td3", "ddpg")
-LONG: set[tuple[str, str]] = {("ppo", "mountaincar"), ("a2c", "mountaincar"), ("a2c", "pendulum"), ("dqn", "mountaincar")}
+LONG: set[tuple[str, str]] = {("ppo", "mountaincar"), ("a2c", "mountaincar"), ("a2c", "pendulum"), ("dqn", "mountaincar"),
+                              ("c51", "mountaincar"), ("rainbow", "mountaincar"), ("pqn", "mountaincar")}
 """Pairs whose recipes cost too much for the default table (run them with --long): ~3-6 min a seed on
 one core of the 2-core CPU."""
 QUICK_STEPS = 4_000

@@ -512,10 +512,10 @@ def test_classes_are_the_registered_ones() -> None:
 def test_dqn_dueling_head_and_plain_targets() -> None:
     agent, env = build("dqn", dueling=True, double=False, loss="huber", updates_per_step=2, n_step=2)
     check_agent(agent, env, iterations=2)
-    q = agent.q
-    h = q.trunk(env.obs.float())
-    adv = q.advantage(h)
-    assert torch.allclose(q(env.obs), q.value(h) + adv - adv.mean(-1, keepdim=True))
+    q = agent.q  # two streams (Wang et al. 2016) on the flattened observation
+    x = env.obs.float().flatten(1)
+    adv = q.advantage(x)
+    assert torch.allclose(q(env.obs), q.value(x) + adv - adv.mean(-1, keepdim=True))
 
 
 def test_learning_rates_anneal_on_the_device() -> None:

@@ -272,6 +272,16 @@ class OffPolicyAgent:
     def after_step(self, done: Tensor) -> None:
         """Called after each env step with ``done`` ``[N]`` (e.g. to reset OU noise)."""
 
+    def stored_reward(self, reward: Tensor) -> Tensor:
+        """The reward written to the buffer (DQN's Atari recipes clip it)."""
+        return reward
+
+    def draw(self) -> Batch:
+        """The ``updates_per_step`` batches of one learn() ``[U, B, ...]``: uniform from the buffer
+        (an agent with prioritized replay draws its own)."""
+        cfg = self.config
+        return self.rb.sample(cfg.batch_size, cfg.n_step, cfg.gamma, num_batches=cfg.updates_per_step)
+
     # -- helpers -----------------------------------------------------------------------------
     def add_optimizer(self, name: str, params: Any, lr: float, **options: Any) -> torch.optim.Optimizer:
         """``agent.optimizer`` over ``params`` (or param groups with their own ``lr``), each group's
@@ -341,7 +351,7 @@ class OffPolicyAgent:
         action = torch.where(self._expand(self.warming_up()), self.random_action(), self.explore(obs))
         self.rb.add_obs_action(obs, action)
         result = env.step(self.to_env(action))
-        self.rb.add_result(result.reward, result.terminated, result.truncated, result.final_obs)
+        self.rb.add_result(self.stored_reward(result.reward), result.terminated, result.truncated, result.final_obs)
         self.after_step(result.terminated | result.truncated)
         self.env_steps.add_(self.num_envs)
 
@@ -358,7 +368,7 @@ class OffPolicyAgent:
             scale = scale * (1.0 - (1.0 - cfg.lr_end_fraction) * frac)
         for opt in self.optimizers.values():
             scale_lr(opt, scale)
-        batches = self.rb.sample(cfg.batch_size, cfg.n_step, cfg.gamma, num_batches=cfg.updates_per_step)
+        batches = self.draw()
         totals: dict[str, Tensor] = {}
         counts: dict[str, int] = {}  # a metric is averaged over the updates that report it
         for j in range(cfg.updates_per_step):

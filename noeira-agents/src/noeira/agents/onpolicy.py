@@ -54,7 +54,8 @@ class ActorCriticRollout:
         # an Encoded observation is stored as its code (1,345 floats of Craftax are 148 bytes) and
         # decoded where the update reads it; with observation normalisation, the normalised input
         space = spec.observation_space
-        self.store_code = self.policy.decode is not None and not cfg.norm_obs
+        # a network that reads raw observations (a CNN on uint8 frames) gets them stored as they are
+        self.store_code = (self.policy.decode is not None or self.policy.reads_raw) and not cfg.norm_obs
         code = (tuple(space.shape), space.dtype) if self.store_code else None
         self.buf = Rollout(horizon, n, self.policy.obs_dim, head.action_shape, head.action_dtype, dev, init, code)
         # the one generator for sampling actions and minibatches, seeded from torch's global RNG
@@ -170,7 +171,8 @@ class ActorCriticRollout:
         state (required for a recurrent policy); else ``idx`` are flat row indices."""
         buf = self.buf
         dim = self.policy.obs_dim
-        decode = self.store_code and not self.policy.reads_code  # a network that reads codes decodes them itself
+        # a network that reads codes decodes them itself; raw observations go in as they are
+        decode = self.store_code and self.policy.decode is not None and not self.policy.reads_code
         read = (lambda code: self.policy.decode(code).reshape(*code.shape[:-1], dim)) if decode else (  # noqa: E731
             lambda x: x)
         with self.autocast():

@@ -208,6 +208,26 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+# Atari (atari:<game>, any game): CleanRL's ppo_atari.py (Huang et al. 2022): 8 envs x 128 steps, 4 epochs of 4
+# minibatches, lr 2.5e-4 annealed, clip 0.1 (the value clip too), entropy 0.01, rewards clipped to +-1 (ALE's
+# rewards are integers, so the clamp is CleanRL's sign), the Nature CNN with one 512-unit ReLU layer, 10M agent
+# steps (40M frames; CleanRL's total_timesteps counts agent steps). Its env options are the atari env's defaults
+# (noop reset, frame skip 4 with max-pool, 84x84 grayscale, stack 4, episodic life, fire reset); sticky actions
+# stay at v5's 0.25 (CleanRL's envs had none; env.repeat_action_probability=0 for its setting). cuda: 64 envs,
+# the same number of iterations (run.total_steps scales with num_envs), bf16 autocast. Not run to the end here.
+_ATARI_AGENT = {"horizon": 128, "update_epochs": 4, "num_minibatches": 4, "lr": 2.5e-4, "anneal_lr": True,
+                "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.1, "clip_vloss": True, "vf_clip_coef": 0.1,
+                "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5, "norm_adv": True, "reward_clamp": 1.0,
+                "network": "nature-cnn", "hidden_sizes": [512], "activation": "relu"}
+_RECIPES["atari"] = {
+    "cpu": {"env": {"num_envs": 8}, "agent": dict(_ATARI_AGENT), "run": {"total_steps": 10_000_000, "log_interval": 10},
+            "note": "not verified: CleanRL's ppo_atari settings, not yet run to the end with noeira"},
+    "cuda": {"env": {"num_envs": 64}, "agent": {**_ATARI_AGENT, "precision": "bf16"},
+             "run": {"total_steps": 80_000_000, "log_interval": 10},
+             "note": "not verified: CleanRL's ppo_atari settings, not yet run to the end with noeira"},
+}
+
+
 def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any] | None:
     """Tuned defaults for ``env`` on ``backend`` (None when there are none). Backends other than
     cuda take the cpu recipe; on cpu the recipes use one torch thread. Given the user's

@@ -85,10 +85,16 @@ def rank_seed(seed: int, rank: int) -> int:
     return seed + 1_000_003 * rank
 
 
-def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None) -> BatchedEnv:
+def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None,
+              evaluation: bool = False) -> BatchedEnv:
+    """The run's env; ``evaluation``: the one that scores the policy, whose config an env class may
+    adjust by an ``evaluation_config(config)`` classmethod (Atari: whole games, not lives)."""
     base, _ = split_name(cfg.env.name)
     cls = registry.load("envs", base)
-    return cls(cfg.env.config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
+    config = cfg.env.config
+    if evaluation and hasattr(cls, "evaluation_config"):
+        config = cls.evaluation_config(config)
+    return cls(config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
 
 
 def choose_graph(cfg: GraphConfig, backend: Backend) -> str:
@@ -394,7 +400,8 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)
         if main and cfg.run.eval_episodes:
             t_eval = time.perf_counter()
-            eval_env = build_env(cfg, backend, num_envs=eval_batch(cfg, cfg.run.eval_episodes), seed=cfg.run.seed + 1)
+            eval_env = build_env(cfg, backend, num_envs=eval_batch(cfg, cfg.run.eval_episodes), seed=cfg.run.seed + 1,
+                                 evaluation=True)
             try:
                 record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1,
                                                 graph=graph, backend=backend)
@@ -456,7 +463,8 @@ def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | No
                         f"on env {cfg.env.name!r}")
     be.seed(cfg.run.seed)
     seed = cfg.run.seed + 1
-    env = build_env(cfg, be, num_envs=num_envs or eval_batch(cfg, episodes or cfg.run.eval_episodes or 10), seed=seed)
+    env = build_env(cfg, be, num_envs=num_envs or eval_batch(cfg, episodes or cfg.run.eval_episodes or 10), seed=seed,
+                    evaluation=True)
     try:
         cls = registry.load("agents", cfg.agent.name)
         try:
