@@ -239,11 +239,10 @@ def _fixtures(tmp_path: Path) -> Path:
     return tmp_path / "cuda_checkpoints"
 
 
-CUDA_RUNS = ["ppo-cartpole", "sac-pendulum", "dqn-cartpole", "ppo-lstm-cartpole",
-             pytest.param("ppo-craftax", marks=pytest.mark.slow)]
+CUDA_RUNS = ["ppo-cartpole", "sac-pendulum", "dqn-cartpole", "ppo-lstm-cartpole", "ppo-craftax"]
 
 
-@pytest.mark.parametrize("name", CUDA_RUNS)
+@pytest.mark.parametrize("name", CUDA_RUNS[:-1])
 def test_a_cuda_run_evaluates_on_the_cpu(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _fixtures(tmp_path) / name
     assert load_checkpoint(run)["device"].startswith("cuda")
@@ -252,7 +251,25 @@ def test_a_cuda_run_evaluates_on_the_cpu(name: str, tmp_path: Path, capsys: pyte
     assert json.loads(out)["episodes"] == 2
 
 
-@pytest.mark.parametrize("name", [p if isinstance(p, str) else p.values[0] for p in CUDA_RUNS])
+def test_a_cuda_craftax_run_acts_on_the_cpu(tmp_path: Path) -> None:
+    """Craftax-Classic's CUDA checkpoint (the recipe's mingru network in bf16 with fp32 masters,
+    compact observations, the Triton step's world key) loads on the CPU and acts, carrying its
+    state (``noeira eval`` would run its episodes to their end: minutes on a CPU)."""
+    run = _fixtures(tmp_path) / "ppo-craftax"
+    loaded = load_run(run, num_envs=2, backend="cpu")
+    try:
+        state, done = loaded.agent.initial_state(2), torch.ones(2, dtype=torch.bool)
+        assert state is not None
+        for _ in range(32):
+            action, state = loaded.agent.act(loaded.env.obs, state, done, deterministic=True)
+            assert loaded.env.action_space.contains(action)
+            result = loaded.env.step(action)
+            done = result.terminated | result.truncated
+    finally:
+        loaded.close()
+
+
+@pytest.mark.parametrize("name", CUDA_RUNS)
 def test_a_cuda_run_resumes_on_the_cpu(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _fixtures(tmp_path) / name
     ckpt = load_checkpoint(run)
@@ -288,3 +305,24 @@ def test_evaluation_through_the_graph_backend_equals_eager(agent: list[str], tmp
         finally:
             loaded.close()
     assert results[0] == results[1] and results[0]["episodes"] == 20
+
+
+def test_a_checkpoint_from_before_a_plugin_gained_keys_resumes(ppo_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A key the agent gained after the checkpoint was made (absent from the checkpoint's and the
+    run's config) takes its default: the run resumes (the CUDA-made DQN fixture predates DQN's
+    value-family keys)."""
+    import tomllib
+
+    import tomli_w
+
+    final = ppo_run / "checkpoints" / "final.pt"
+    ckpt = load_checkpoint(final)
+    for key in ("clip_coef", "ent_schedule"):  # as if PPO had gained them since
+        del ckpt["config"]["agent"][key]
+    torch.save(ckpt, final)
+    config = tomllib.loads((ppo_run / "config.toml").read_text())
+    for key in ("clip_coef", "ent_schedule"):
+        del config["agent"][key]
+    (ppo_run / "config.toml").write_text(tomli_w.dumps(config))
+    code, _, err = cli(capsys, "train", f"run.resume={ppo_run}", "run.total_steps=256", "--run-dir", str(ppo_run))
+    assert code == 0, err

@@ -35,7 +35,8 @@ def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int, graph: Gra
     first ``episodes // N`` (one more for ``i < episodes % N``) episodes it completes, so no env
     waits for another's long episodes to count short ones. With ``graph`` (and a capture-safe
     env) a step is recorded once and replayed; whether all are done is read every
-    ``EVAL_CHECK_EVERY`` steps. An episode still running at the step limit counts what it got."""
+    ``EVAL_CHECK_EVERY`` steps (``steps``: how many the envs took). An episode still running at
+    the step limit counts what it got."""
     n, dev = env.num_envs, env.device
     shares = [episodes // n + (i < episodes % n) for i in range(n)]
     q = max(shares)
@@ -64,12 +65,14 @@ def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int, graph: Gra
 
     run_step = graph.wrap(step, backend) if graph is not None and backend is not None and env.capture_safe else step
     limit = (env.max_episode_steps or 100_000) * q + 1
-    for t in range(limit):
+    steps = 0
+    while steps < limit:
         run_step()
-        if t % EVAL_CHECK_EVERY == EVAL_CHECK_EVERY - 1 and bool((count >= quota).all()):
+        steps += 1
+        if steps % EVAL_CHECK_EVERY == 0 and bool((count >= quota).all()):
             break
     counted = count.cpu()
     cut = counted < torch.tensor(shares)  # an episode cut by the step limit counts what it got
     r = torch.cat([returns.cpu()[torch.arange(q) < counted[:, None]], running.cpu()[cut]])
     return {"mean_return": float(r.mean()), "std_return": float(r.std(unbiased=False)) if r.numel() > 1 else 0.0,
-            "episodes": int(r.numel())}
+            "episodes": int(r.numel()), "steps": steps}

@@ -187,17 +187,20 @@ def _plain(x: Any) -> Any:
 
 def check_resume(ckpt: dict[str, Any], cfg: RunConfig, source: str) -> None:
     """Refuse, in one line, to resume ``cfg`` from ``ckpt``: a checkpoint of another agent or env,
-    of another env or agent config (``num_envs`` included), or of a run that already ended.
-    The backend, graph and run keys may change (``run.total_steps`` extends a finished run)."""
+    of another env or agent config (``num_envs`` included; keys the plugin added since the
+    checkpoint was made take their defaults), or of a run that already ended. The backend,
+    graph and run keys may change (``run.total_steps`` extends a finished run)."""
     saved, here = _plain(ckpt.get("config", {})), _plain(cfg.to_dict())
     was = (saved.get("agent", {}).get("name"), saved.get("env", {}).get("name"))
     if was != (cfg.agent.name, cfg.env.name):
         raise UserError(f"run.resume={source}: a checkpoint of agent {was[0]!r} on env {was[1]!r}, not of agent "
                         f"{cfg.agent.name!r} on env {cfg.env.name!r} (resume it with its own config: leave env= and "
                         "agent= out)")
-    diffs = [(f"{section}.{k}", saved[section].get(k), here[section].get(k)) for section in ("env", "agent")
-             for k in sorted(set(saved.get(section, {})) | set(here[section]))
-             if saved.get(section, {}).get(k) != here[section].get(k)]
+    # keys on one side only are a plugin's newer (or dropped) keys: the checkpoint was made before
+    # they existed (a newer key takes its default), so only the keys both sides know are compared
+    diffs = [(f"{section}.{k}", saved[section][k], here[section][k]) for section in ("env", "agent")
+             for k in sorted(set(saved.get(section, {})) & set(here[section]))
+             if saved[section][k] != here[section][k]]
     if diffs:
         key, there, now = diffs[0]
         more = f" and {len(diffs) - 1} more ({', '.join(d[0] for d in diffs[1:])})" if len(diffs) > 1 else ""

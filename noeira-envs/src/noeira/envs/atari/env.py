@@ -250,6 +250,8 @@ class Atari:
     capture_safe = False
     truncates_at_limit_only = False
     episode_stat_keys: tuple[str, ...] = ()
+    resume_caveat: str | None = None
+    """None: a checkpoint holds every game whole (its ALE state with the sticky actions' RNG)."""
 
     @attrs.frozen
     class Config:
@@ -501,11 +503,14 @@ class Atari:
         self._result.final_obs.copy_(state["stack"])
 
     def state_dict(self) -> dict[str, Tensor]:
-        """:meth:`get_state` on the host: what a checkpoint keeps to resume the games where they stood."""
-        return {k: v.cpu() for k, v in self.get_state().items()}
+        """:meth:`get_state` on the host: what a checkpoint keeps to resume the games where they
+        stood, and the completed games' sums not yet popped."""
+        return {**{k: v.cpu() for k, v in self.get_state().items()}, "episode_sums": torch.from_numpy(self._stats.copy())}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        self.set_state(state)
+        self.set_state({k: v for k, v in state.items() if k != "episode_sums"})
+        if "episode_sums" in state:
+            self._stats[:] = torch.as_tensor(state["episode_sums"]).cpu().numpy()
 
     def render(self) -> Tensor:
         """The RGB screens of every game, ``uint8 [N, 210, 160, 3]`` on the env's device."""
