@@ -40,7 +40,7 @@ import torch
 from _meta import commit
 
 from noeira.core.cli import main as noeira
-from noeira.core.export import load_run
+from noeira.core.driver import load_run
 
 THRESHOLD = -200.0
 

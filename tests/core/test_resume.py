@@ -36,7 +36,8 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], int]] = {
     "ddpg": ("pendulum", {"name": "ddpg", **OFF}, 400),
     "c51": ("cartpole", {"name": "c51", **OFF}, 400),
     "rainbow": ("cartpole", {"name": "rainbow", **OFF}, 400),  # noisy nets, n-step, prioritized replay
-    "redq": ("pendulum", {"name": "redq", "num_critics": 4, "target_subset": 2, "updates_per_step": 2, "policy_delay": 2, **OFF}, 400),
+    "redq": ("pendulum", {"name": "redq", "num_critics": 4, "target_subset": 2, "updates_per_step": 2, "policy_delay": 2,
+                          **OFF}, 400),
     "pqn": ("cartpole", {"name": "pqn", "horizon": 8, "num_minibatches": 2}, 512),
 }
 TIMING = ("time", "steps_per_second")

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from noeira.core.cli import main
-from noeira.core.export import load_policy, load_run
+from noeira.core.driver import load_run
+from noeira.core.export import load_policy
 
 RUNS = {
     "ppo-mlp": ["env=cartpole", "agent=ppo", "run.total_steps=256", "env.num_envs=4"],

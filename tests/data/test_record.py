@@ -85,7 +85,7 @@ def test_record_with_a_trained_policy(tmp_path: Path) -> None:
     assert main(["record", "--policy", str(run), "--episodes", "3", "--num-envs", "3", "--out", str(out)]) == 0
     ds = LeRobotDataset(out)
     # the recorded actions are the policy's deterministic actions for the recorded observations
-    from noeira.core.export import load_run
+    from noeira.core.driver import load_run
 
     loaded = load_run(run, num_envs=1)
     act, _ = loaded.agent.act(torch.as_tensor(ds.column("observation.state")), None, None, deterministic=True)

@@ -76,7 +76,8 @@ def test_conformance_kit() -> None:
     # the kit counts episodes by the done flags: with episodic life a lost life is done but the
     # statistics count whole games (test_episodic_life_ends_lives_but_counts_games)
     torch.set_num_threads(1)
-    check_env("atari:breakout", num_envs=3, steps=120, vectorization="sync", episodic_life=False)
+    check_env("atari:breakout", num_envs=3, steps=120, vectorization="sync", episodic_life=False,
+              repeat_action_probability=0.0)  # sticky actions: see test_sticky_actions_resume_with_a_caveat
 
 
 def test_state_round_trip_continues_the_same_games() -> None:
@@ -199,3 +200,18 @@ def test_on_cuda_the_frames_resized_on_the_device_are_the_workers() -> None:
             assert torch.equal(getattr(rg, k).cpu(), getattr(rc, k)), (k, t)
     gpu.close()
     cpu.close()
+
+
+def test_sticky_actions_resume_with_a_caveat() -> None:
+    """The ALE saves its RNG but not the action a sticky frame repeats: without sticky actions a
+    checkpoint restores the games bit for bit (the kit checks it), with them the env says so."""
+    env = make_env("atari:breakout", num_envs=1, vectorization="sync")
+    try:
+        assert env.resume_caveat is not None and "repeat_action_probability" in env.resume_caveat
+    finally:
+        env.close()
+    env = make_env("atari:breakout", num_envs=1, vectorization="sync", repeat_action_probability=0.0)
+    try:
+        assert env.resume_caveat is None
+    finally:
+        env.close()

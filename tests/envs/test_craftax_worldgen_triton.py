@@ -118,6 +118,8 @@ def test_episode_keys_make_the_torch_worlds(device: str, kernel_device) -> None:
     pool = _junk_pool(n, dev)
     before = {key_: v.clone() for key_, v in pool.items()}
     gen = tw.WorldGen(k + 2, dev)
+    if dev.type == "cpu":
+        gen.configure(per_sm=2)  # one "SM" under the interpreter: fewer programs than the list
     assert gen.programs < k, "the grid walks its list"
     count = torch.tensor([k], dtype=torch.int32, device=dev)
     start = episode.clone()

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from noeira.core import distributed, registry
+from noeira.core import commands, distributed, registry
 from noeira.core.api import split_name
 from noeira.core.config import (
     DEFAULT_AGENT,
@@ -309,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="versions, backends, GPU")
     p.set_defaults(func=cmd_info)
 
+    commands.add_commands(sub)  # noeira record, noeira export
     get_plugin_manager().hook.noeira_add_commands(subparsers=sub)
     return parser
 

@@ -1,7 +1,8 @@
-"""Core's commands beyond train/eval, added through the ``noeira_add_commands`` hook so that
-``cli.py`` stays small: ``noeira record`` (episodes into a LeRobot v3 dataset) and ``noeira
-export`` (a run's policy as TorchScript, ONNX or torch.export). Imported whenever the CLI
-starts: nothing heavy at the top (torch, pyarrow and PyAV are imported inside the commands)."""
+"""Core's commands beyond train/eval, kept out of ``cli.py`` so that it stays small: ``noeira
+record`` (episodes into a LeRobot v3 dataset) and ``noeira export`` (a run's policy as
+TorchScript, ONNX or torch.export). The CLI adds them with :func:`add_commands`, beside those
+that plugins add through ``noeira_add_commands``. Imported whenever the CLI starts: nothing
+heavy at the top (torch, pyarrow and PyAV are imported inside the commands)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from noeira.core.errors import NoeiraError, UserError
-from noeira.core.plugins import hookimpl
 
-__all__ = ["noeira_add_commands"]
+__all__ = ["add_commands"]
 
 
 @contextlib.contextmanager
@@ -72,7 +72,7 @@ def _record_sim(args: argparse.Namespace) -> int:
         raise UserError(f"record: only env=NAME and env.KEY=VALUE overrides apply here, got {', '.join(unknown)}")
     env_table = dict(overrides.get("env", {}))
     if args.policy:
-        from noeira.core.export import load_run
+        from noeira.core.driver import load_run
 
         if env_table:
             raise UserError("record --policy: the env is the run's own (its config.toml); drop the env overrides")
@@ -201,8 +201,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # -- the hook ---------------------------------------------------------------------------------
 
-@hookimpl
-def noeira_add_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "record", help="record episodes into a LeRobot v3 dataset (a simulator with a policy, or a teleoperated robot)",
         description="Simulator: noeira record env=NAME [env.KEY=V] --scripted random|zero --out DIR, or --policy RUN_DIR "

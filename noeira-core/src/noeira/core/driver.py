@@ -435,20 +435,24 @@ class LoadedRun:
     env: BatchedEnv
     agent: Agent
     seed: int
-    """The seed of the run's final evaluation (``run.seed + 1``), with which ``env`` was built."""
+    """The seed ``env`` was built with (``run.seed + seed_offset``; by default the final evaluation's)."""
+    path: Path
+    """The run directory."""
 
     def close(self) -> None:
         self.env.close()
 
 
 def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | None = None,
-             episodes: int | None = None) -> LoadedRun:
+             episodes: int | None = None, seed_offset: int = 1) -> LoadedRun:
     """A run directory's config and checkpoint, built to act on ``num_envs`` envs (default: as
     many as an evaluation of ``episodes`` episodes runs, :func:`eval_batch`; ``episodes``
-    defaults to the run's ``eval_episodes``, else 10) on ``backend`` (default: the run's; a checkpoint made on any device
-    loads on any other), seeded as the run's final evaluation: what ``noeira eval`` and
-    ``--video`` use. The agent is built to act only (``training=False``): training-only keys
-    are not checked against ``num_envs``, and no replay buffer is allocated."""
+    defaults to the run's ``eval_episodes``, else 10) on ``backend`` (default: the run's; a
+    checkpoint made on any device loads on any other), seeded ``run.seed + seed_offset`` (by
+    default as the run's final evaluation). ``noeira eval``, ``--video``, ``noeira export``,
+    ``noeira record`` and ``noeira deploy`` all load runs with it. The agent is built to act
+    only (``training=False``): training-only keys are not checked against ``num_envs``, and no
+    replay buffer is allocated."""
     p = Path(run_dir)
     if not (p / "config.toml").is_file():
         raise UserError(f"{run_dir}: not a run directory (no config.toml)")
@@ -465,7 +469,7 @@ def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | No
                         f"{was.get('env', {}).get('name')!r}, but {p / 'config.toml'} names agent {cfg.agent.name!r} "
                         f"on env {cfg.env.name!r}")
     be.seed(cfg.run.seed)
-    seed = cfg.run.seed + 1
+    seed = cfg.run.seed + seed_offset
     env = build_env(cfg, be, num_envs=num_envs or eval_batch(cfg, episodes or cfg.run.eval_episodes or 10), seed=seed,
                     evaluation=True)
     try:
@@ -483,7 +487,7 @@ def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | No
     except BaseException:
         env.close()
         raise
-    return LoadedRun(cfg, be, env, agent, seed)
+    return LoadedRun(cfg, be, env, agent, seed, p)
 
 
 def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:

@@ -26,62 +26,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import attrs
 import torch
 from torch import Tensor
 
+from noeira.core.driver import LoadedRun, load_run
 from noeira.core.errors import UserError
 
-__all__ = ["FORMATS", "LoadedRun", "Policy", "export_policy", "load_policy", "load_run"]
+__all__ = ["FORMATS", "Policy", "export_policy", "load_policy"]
 
 FORMATS = {"torchscript": ".pt", "pt2": ".pt2", "onnx": ".onnx"}
 META_NAME = "noeira.json"
 EXPORT_EXTRA = "noeira-core[export]"
-
-
-@attrs.define
-class LoadedRun:
-    """A run's config, backend, an env built as it was (``num_envs`` of them) and its agent with
-    the checkpoint's weights."""
-
-    cfg: Any
-    backend: Any
-    env: Any
-    agent: Any
-    path: Path
-
-
-def load_run(run_dir: str | Path, *, backend: str | None = None, num_envs: int = 1, seed_offset: int = 1) -> LoadedRun:
-    """Build a run's env and agent from its ``config.toml`` and load its checkpoint (final, else
-    latest). An offline agent's dataset is not read: the checkpoint holds its normalisation."""
-    from noeira.core import registry
-    from noeira.core.api import get_backend
-    from noeira.core.config import load_toml
-    from noeira.core.driver import build_env, load_checkpoint, resolve
-
-    p = Path(run_dir)
-    if not (p / "config.toml").is_file():
-        raise UserError(f"{run_dir}: not a run directory (no config.toml)")
-    raw = load_toml(p / "config.toml")
-    if backend:
-        raw["backend"] = backend
-    raw.setdefault("run", {})["resume"] = ""
-    cfg = resolve(raw)
-    be = get_backend(cfg.backend)
-    be.seed(cfg.run.seed)
-    env = build_env(cfg, be, num_envs=num_envs, seed=cfg.run.seed + seed_offset)
-    try:
-        cls = registry.load("agents", cfg.agent.name)
-        try:  # some agents need several envs to build (minibatches of whole env segments); acting takes any batch
-            agent = cls(attrs.evolve(env.spec, num_envs=max(num_envs, cfg.num_envs)), be, cfg.agent.config)
-        except UserError:
-            agent = cls(attrs.evolve(env.spec, num_envs=cfg.num_envs), be, cfg.agent.config)
-        agent.set_total_steps(cfg.run.total_steps)
-        agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
-    except BaseException:
-        env.close()
-        raise
-    return LoadedRun(cfg, be, env, agent, p)
 
 
 def policy_module(agent: Any, name: str) -> torch.nn.Module:

@@ -19,15 +19,13 @@ _dists: dict[str, str] = {}
 
 
 def _make() -> pluggy.PluginManager:
-    from noeira.core import commands, loggers
+    from noeira.core import loggers
 
     pm = pluggy.PluginManager("noeira")
     pm.add_hookspecs(hookspecs)
     pm.register(loggers, name="noeira.core.loggers")
-    pm.register(commands, name="noeira.core.commands")  # noeira record, noeira export
     _dists.clear()
     _dists["noeira.core.loggers"] = "noeira-core"
-    _dists["noeira.core.commands"] = "noeira-core"
     if os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes"):
         for ep in registry.entry_points("noeira"):
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):

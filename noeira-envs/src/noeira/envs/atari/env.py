@@ -250,8 +250,6 @@ class Atari:
     capture_safe = False
     truncates_at_limit_only = False
     episode_stat_keys: tuple[str, ...] = ()
-    resume_caveat: str | None = None
-    """None: a checkpoint holds every game whole (its ALE state with the sticky actions' RNG)."""
 
     @attrs.frozen
     class Config:
@@ -501,6 +499,16 @@ class Atari:
             self.pool.call("set_state", args=[per_env])
         self._result.obs.copy_(state["stack"])
         self._result.final_obs.copy_(state["stack"])
+
+    @property
+    def resume_caveat(self) -> str | None:
+        """None without sticky actions: a checkpoint holds every game whole. With them, the ALE
+        (ale-py 0.12) keeps the action a sticky frame repeats outside the state it saves, so a
+        restored game can take another action on its first frames than the game it copies."""
+        if self.config.repeat_action_probability == 0:
+            return None
+        return ("env.repeat_action_probability > 0: the ALE does not save the action a sticky frame repeats, "
+                "so resumed games can differ from the interrupted ones (set it to 0 for bit-exact resume)")
 
     def state_dict(self) -> dict[str, Tensor]:
         """:meth:`get_state` on the host: what a checkpoint keeps to resume the games where they
