@@ -1,6 +1,7 @@
-"""nox sessions: tests (backend x graph), lint, demo, bench.
+"""nox sessions: tests (backend x graph), slow (the learning tests), lint, demo, bench.
 
     nox -s tests            # every combination; those that need CUDA skip without it
+    nox -s slow             # the learning tests (marked slow): minutes, on the CPU
     nox -s lint demo
     nox --no-venv -s tests  # use the current environment as it is (e.g. the GPU machine)
 """
@@ -12,7 +13,7 @@ import subprocess
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "slow"]
 nox.options.reuse_existing_virtualenvs = True
 
 # CPU build first, so pip never pulls the multi-GB CUDA build for a laptop or CI.
@@ -51,7 +52,16 @@ def tests(session: nox.Session, backend: str, graph: str) -> None:
         session.skip("graph backends record only on cuda (on cpu they are the eager path)")
     _install(session, *TEST_DEPS)
     env = {"NOEIRA_TEST_BACKEND": backend, "NOEIRA_GRAPH_BACKEND": graph}
-    session.run("pytest", *(session.posargs or ["-q"]), env=env)
+    session.run("pytest", *(session.posargs or ["-q"]), "-m", "not slow", env=env)
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """The learning tests (marked ``slow``: each trains an agent until it solves a task), on the
+    CPU: kept out of ``tests`` so that the suite everyone runs stays within minutes."""
+    _install(session, *TEST_DEPS)
+    env = {"NOEIRA_TEST_BACKEND": "cpu", "NOEIRA_GRAPH_BACKEND": "eager"}
+    session.run("pytest", *(session.posargs or ["-q"]), "-m", "slow", env=env)
 
 
 @nox.session
