@@ -5,7 +5,17 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from noeira.core.config import GraphConfig, RunSection, field_docs, parse_overrides, structure
+from noeira.core.config import (
+    GraphConfig,
+    RunSection,
+    above,
+    at_least,
+    field_docs,
+    one_of,
+    parse_overrides,
+    structure,
+    within,
+)
 from noeira.core.driver import resolve
 from noeira.core.errors import ConfigError
 
@@ -26,6 +36,36 @@ def test_malformed_override(bad: str) -> None:
 def test_override_below_a_value_is_an_error() -> None:
     with pytest.raises(ConfigError, match="backend: is a value, not a table"):
         parse_overrides(["backend=cpu", "backend.x=1"])
+
+
+@attrs.frozen
+class _Validated:
+    kind: str = attrs.field(default="a", validator=one_of("a", "b"))
+    steps: int = attrs.field(default=1, validator=at_least(1))
+    widths: tuple[int, ...] = attrs.field(default=(4,), validator=at_least(1))
+    lr: float = attrs.field(default=0.1, validator=above(0))
+    gamma: float = attrs.field(default=0.5, validator=within(0, 1))
+    momentum: float = attrs.field(default=0.5, validator=within(0, 1, open_high=True))
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"kind": "c"}, "agent.kind: must be one of a, b, got 'c'"),
+        ({"steps": 0}, "agent.steps: must be >= 1, got 0"),
+        ({"widths": [4, 0]}, "agent.widths: must be >= 1, got [4, 0]"),
+        ({"lr": 0.0}, "agent.lr: must be > 0, got 0.0"),
+        ({"lr": float("nan")}, "agent.lr: must be > 0, got nan"),
+        ({"gamma": 1.5}, "agent.gamma: must lie in [0, 1], got 1.5"),
+        ({"momentum": 1.0}, "agent.momentum: must lie in [0, 1), got 1.0"),
+    ],
+)
+def test_validators_name_the_key(data, message) -> None:
+    """core.config's validators: a bad value is one line naming its key and the rule, at structure time."""
+    with pytest.raises(ConfigError) as err:
+        structure(data, _Validated, "agent")
+    assert str(err.value) == message
+    assert structure({"kind": "b", "steps": 3, "gamma": 1.0, "momentum": 0.0}, _Validated, "agent").steps == 3
 
 
 def test_strict_types_with_paths() -> None:

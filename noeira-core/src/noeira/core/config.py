@@ -36,9 +36,13 @@ __all__ = [
     "PluginSection",
     "RunConfig",
     "RunSection",
+    "above",
+    "at_least",
     "field_docs",
+    "one_of",
     "parse_overrides",
     "structure",
+    "within",
 ]
 
 T = TypeVar("T")
@@ -129,6 +133,51 @@ class RunConfig:
 
     def to_toml(self) -> str:
         return tomli_w.dumps(_drop_none(self.to_dict()))
+
+
+# -- validators ----------------------------------------------------------------------------
+# attrs validators for a Config's fields: ``lr: float = attrs.field(default=3e-4, validator=above(0))``.
+# They raise "'KEY' must ...", which :func:`structure` turns into ``agent.KEY: must ...``, so a bad
+# value is a one-line error naming its key before anything is built. A check that reads two
+# keys (a subset no larger than the ensemble) stays in the plugin's code.
+
+def one_of(*choices: Any) -> Any:
+    """The value is one of ``choices``."""
+    def check(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
+        if value not in choices:
+            raise ConfigError(f"'{attr.name}' must be one of {', '.join(map(str, choices))}, got {value!r}")
+    return check
+
+
+def at_least(low: float) -> Any:
+    """The value is ``>= low`` (each entry, for a list of widths)."""
+    def check(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
+        if not all(v >= low for v in (value if isinstance(value, (tuple, list)) else (value,))):
+            raise ConfigError(f"'{attr.name}' must be >= {low}, got {_shown(value)}")
+    return check
+
+
+def above(low: float) -> Any:
+    """The value is ``> low`` (a NaN is not)."""
+    def check(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
+        if not value > low:
+            raise ConfigError(f"'{attr.name}' must be > {low}, got {value}")
+    return check
+
+
+def within(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Any:
+    """The value lies in the interval from ``low`` to ``high`` (closed unless said open)."""
+    text = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+    def check(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
+        ok_low = value > low if open_low else value >= low
+        ok_high = value < high if open_high else value <= high
+        if not (ok_low and ok_high):
+            raise ConfigError(f"'{attr.name}' must lie in {text}, got {value}")
+    return check
+
+
+def _shown(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 # -- a strict converter: no silent int("3.5") or bool("no") --------------------------------

@@ -11,10 +11,14 @@ A distribution ships recipes for its own envs or agents by implementing the hook
 
 Beside the config tables a recipe may carry ``"note"``: one line saying where it is known to fall
 short (``"not solved: 2 of 5 seeds reach the threshold"``); a run that uses it warns with it.
+
+An agent keeps its recipes as :data:`RecipeTables` (env -> backend -> recipe) next to its code
+and answers the hook with :func:`pick_recipe`, the one lookup every table goes through.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +29,7 @@ from noeira.core.config import deep_merge
 from noeira.core.errors import ConfigError, NoeiraError
 from noeira.core.plugins import get_plugin_manager, plugin_distribution
 
-__all__ = ["Recipe", "find_recipes", "merged_recipe"]
+__all__ = ["UNTESTED", "Recipe", "RecipeTables", "find_recipes", "merged_recipe", "pick_recipe"]
 
 SECTIONS = ("env", "agent", "graph", "run")
 
@@ -86,4 +90,42 @@ def merged_recipe(recipes: list[Recipe]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for r in recipes:
         out = deep_merge(out, r.values)
+    return out
+
+
+# -- recipe tables -------------------------------------------------------------------------------
+
+RecipeTables = Mapping[str, Mapping[str, Mapping[str, Any]]]
+"""An agent's recipes: env -> backend -> recipe. The env key is the env's name, or its family
+for a parametrised one (``atari`` for ``atari:pong``); ``"*"`` stands for any other env or
+backend, and an env's ``cpu`` recipe serves a backend its table does not name."""
+
+UNTESTED = ("untested: no recipe of this agent was verified on this env; the agent's defaults apply "
+            "and may not solve it")
+"""The note of an agent's ``"*"`` env (any other env: MuJoCo, ``gym:`` envs): a run starts with it
+as one warning line, as for a pair with no recipe at all."""
+
+
+def pick_recipe(tables: RecipeTables, env: str, backend: str, *, num_envs: int | None = None,
+                cpu_threads: int | None = None) -> dict[str, Any] | None:
+    """The recipe for ``env`` on ``backend`` from ``tables``, a fresh copy the caller may change;
+    None when neither the env (or its family) nor ``"*"`` has one. The backend's own recipe,
+    else ``"*"``'s, else ``cpu``'s.
+
+    ``num_envs`` (the user's, for an on-policy agent): ``run.total_steps`` scales with it, so the
+    run keeps the recipe's number of iterations. ``cpu_threads``: on the cpu backend, the
+    ``agent.torch_threads`` the recipe sets unless it says otherwise (small networks run fastest
+    on one thread)."""
+    by_backend = tables.get(env.partition(":")[0], tables.get("*"))
+    if not by_backend:
+        return None
+    found = next((by_backend[k] for k in (backend, "*", "cpu") if k in by_backend), None)
+    if found is None:
+        return None
+    out = copy.deepcopy(dict(found))
+    if cpu_threads is not None and backend == "cpu":
+        out.setdefault("agent", {}).setdefault("torch_threads", cpu_threads)
+    base_envs = out.get("env", {}).get("num_envs")
+    if num_envs is not None and base_envs and "total_steps" in out.get("run", {}):
+        out["run"]["total_steps"] = out["run"]["total_steps"] * num_envs // base_envs
     return out
