@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from noeira.agents import recipes, td3
 from noeira.agents.ddpg import DDPG
 from noeira.agents.dqn import DQN
-from noeira.agents.offpolicy import UNTESTED, QEnsemble
+from noeira.agents.offpolicy import QEnsemble
 from noeira.agents.sac import SAC, SDEActor, SquashedGaussianActor
 from noeira.agents.td3 import TD3
 from noeira.core.api import get_backend, make_agent, make_env
@@ -27,6 +27,7 @@ from noeira.core.config import field_docs
 from noeira.core.driver import resolve
 from noeira.core.envbase import TensorEnv
 from noeira.core.errors import ConfigError
+from noeira.core.recipes import UNTESTED
 from noeira.core.spaces import Box, Discrete
 from noeira.core.testing import check_agent
 

@@ -344,10 +344,10 @@ def test_reward_clamp() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("lr_schedule", "step", "agent.lr_schedule: expected 'linear' or 'cosine', got 'step'"),
-        ("ent_schedule", "exp", "agent.ent_schedule: expected 'constant', 'linear' or 'cosine', got 'exp'"),
+        ("lr_schedule", "step", "agent.lr_schedule: must be one of linear, cosine, got 'step'"),
+        ("ent_schedule", "exp", "agent.ent_schedule: must be one of constant, linear, cosine, got 'exp'"),
         ("min_lr_ratio", 1.5, "agent.min_lr_ratio: must lie in [0, 1], got 1.5"),
-        ("replay_ratio", -1.0, "agent.replay_ratio: must be >= 0 (0: update_epochs), got -1.0"),
+        ("replay_ratio", -1.0, "agent.replay_ratio: must be >= 0, got -1.0"),
         ("muon_momentum", 1.0, "agent.muon_momentum: must lie in [0, 1), got 1.0"),
         ("reward_clamp", -1.0, "agent.reward_clamp: must be >= 0, got -1.0"),
         ("precision", "fp16", "agent.precision: expected one of fp32, bf16, bf16-master, got 'fp16'"),
@@ -371,7 +371,7 @@ def test_cli_help_lists_the_new_keys(capsys) -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("agent.lr_schedule=step", "agent.lr_schedule: expected 'linear' or 'cosine', got 'step'"),
+        ("agent.lr_schedule=step", "agent.lr_schedule: must be one of linear, cosine, got 'step'"),
         ('agent.network_options={scan="fast"}', "agent.network_options.scan: must be one of auto, fused, parallel, sequential"),
         ("agent.precision=fp8", "agent.precision: expected one of fp32, bf16, bf16-master, got 'fp8'"),
     ],

@@ -8,10 +8,11 @@ import math
 
 import pytest
 import torch
+from torch import nn
 
 from noeira.agents.critics import project_categorical
 from noeira.agents.dqn import DQN
-from noeira.agents.offpolicy import relu_mlp
+from noeira.agents.nets import mlp
 from noeira.agents.prioritized import SumTree
 from noeira.agents.qnet import NoisyLinear, QNet
 from noeira.agents.replay import ReplayBuffer
@@ -96,7 +97,7 @@ def test_dqns_default_network_is_its_former_mlp() -> None:
     torch.manual_seed(3)
     q = QNet((4,), 2, hidden=(64, 64))
     torch.manual_seed(3)
-    former = relu_mlp(4, (64, 64), 2)
+    former = mlp(4, (64, 64), 2, nn.ReLU, orthogonal=False)
     x = torch.randn(5, 4)
     assert torch.equal(q(x), former(x))
 

@@ -22,56 +22,21 @@ import torch
 from torch import Tensor
 
 from noeira.agents.onpolicy import ActorCriticRollout, anneal_factor, explained_variance
-from noeira.agents.optim import load_optimizer_state, scale_lr
-from noeira.agents.policy import ActorCriticConfig, check_optimizer
-from noeira.agents.ppo import scaled_recipe
+from noeira.agents.optim import check_optimizer, load_optimizer_state, scale_lr
+from noeira.agents.policy import ActorCriticConfig
+from noeira.core.config import above, at_least, within
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.distributed import sync_gradients
-from noeira.core.errors import ConfigError
+from noeira.core.recipes import RecipeTables, pick_recipe
 
 __all__ = ["A2C", "recipe"]
 
 
-@attrs.frozen
-class Config(ActorCriticConfig):
-    """A2C hyperparameters (``agent.KEY=VALUE``); the network, precision and normalisation keys
-    (network, hidden_sizes, activation, network_options, log_std_init, norm_obs, norm_reward,
-    reward_clip, precision) are :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
-
-    horizon: int = 5
-    """Env steps per env in one collect; the batch (one gradient step) is horizon x num_envs."""
-    lr: float = 7e-4
-    """Learning rate (the start value when annealing)."""
-    anneal_lr: bool = False
-    """Anneal the learning rate linearly to 0 over the run."""
-    total_steps: int = 0
-    """Env steps the annealing spans; 0: the run's run.total_steps."""
-    optimizer: str = "rmsprop"
-    """Optimizer: rmsprop | adam (the table in noeira.agents.optim)."""
-    rmsprop_alpha: float = 0.99
-    """RMSprop smoothing constant."""
-    optim_eps: float = 1e-5
-    """Optimizer epsilon."""
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 1.0
-    """GAE lambda (1: n-step returns bootstrapped at the end of the rollout, classic A2C)."""
-    norm_adv: bool = False
-    """Normalise advantages over the batch (zero mean, unit std)."""
-    ent_coef: float = 0.0
-    """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
-    """Value loss coefficient."""
-    max_grad_norm: float = 0.5
-    """Clip the global gradient norm to this (0: no clipping)."""
-    torch_threads: int = 0
-    """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
-
-
-_RECIPES: dict[str, dict[str, dict[str, Any]]] = {
+_RECIPES: RecipeTables = {
     # Every env's cuda recipe but CartPole's is the cpu one (not verified on a GPU).
     # one gradient step per rollout, so small batches (many steps): Adam with a high annealed
-    # lr, advantages not normalised (as for PPO). About 2,300 updates solve CartPole.
+    # lr, advantages not normalised (as for PPO).
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": a2c cartpole).
     "cartpole": {
         "cpu": {
             "env": {"num_envs": 16},
@@ -88,10 +53,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     },
     # Acrobot-v1 and MountainCar-v0: rl-baselines3-zoo hyperparams/a2c.yml (normalize: true,
     # 16 envs, ent_coef 0, SB3's A2C defaults: n_steps 5, RMSprop lr 7e-4, gae_lambda 1; 5e5 / 1e6 steps).
-    # 2e5 steps for Acrobot: on the 2-core CPU all 5 seeds' training return reaches -100 by 40-56k steps
-    # and the final evals are -81 to -86 (BENCHMARKS.md, "Recipes that solve"). MountainCar at the zoo's
-    # 1e6 steps evaluates -124.9 and -110.4 (seeds 0, 1: just short of -110); at 2e6 all 5 seeds solve
-    # (-106.9, -107.5, -105.4, -109.2, -105.3; ~150 s of training a seed on the 2-core CPU).
+    # 2e5 steps for Acrobot; 2e6 for MountainCar (the zoo's 1e6 fell just short of -110).
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": a2c acrobot, a2c mountaincar).
     "acrobot": {
         "cpu": {
             "env": {"num_envs": 16},
@@ -108,10 +71,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     },
     # Pendulum: rl-baselines3-zoo hyperparams/a2c.yml ("almost tuned": normalize, 8 envs, n_steps 8,
     # gae_lambda 0.9, vf_coef 0.4, RMSprop, linear lr 7e-4, advantages not normalised, gSDE with
-    # log_std_init -2, 1e6 steps), gamma 0.99, each env's noise matrix kept 16 steps (two rollouts). On
-    # the 2-core CPU (BENCHMARKS.md, "Recipes that solve") 5 of 5 seeds solve, 100-episode evals -153.9,
-    # -142.6, -152.7, -174.0, -182.7 (~90 s of training each). A new matrix every rollout (8 steps)
-    # solved 3 of 5 (seed 2: -946.5); gamma 0.9 with gSDE -676 on seed 0; without gSDE -1094.
+    # log_std_init -2, 1e6 steps), gamma 0.99, each env's noise matrix kept 16 steps (two rollouts).
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": a2c pendulum).
     "pendulum": {
         "cpu": {
             "env": {"num_envs": 8},
@@ -123,7 +84,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     },
     # MountainCarContinuous-v0: rl-baselines3-zoo hyperparams/a2c.yml (normalize, 4 envs, n_steps 100,
     # log_std_init 0, 1e5 steps) without its gSDE (sde_sample_freq 16), which this A2C does not have;
-    # the unit initial std finds the flag: 5 of 5 seeds evaluate 93-94 on the 2-core CPU.
+    # the unit initial std finds the flag.
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": a2c mountaincar-continuous).
     "mountaincar-continuous": {
         "cpu": {
             "env": {"num_envs": 4},
@@ -135,26 +97,54 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any] | None:
-    """Tuned defaults for ``env`` on ``backend`` (PPO's lookup over A2C's own tables)."""
-    return scaled_recipe(_RECIPES, env, backend, num_envs)
+    """Tuned defaults for ``env`` on ``backend`` (None when there are none); as PPO's, they keep
+    their number of iterations at the user's ``num_envs``."""
+    return pick_recipe(_RECIPES, env, backend, num_envs=num_envs, cpu_threads=1)
 
 
 class A2C:
     """A2C agent (entry point ``a2c``): one unclipped update per rollout."""
 
-    Config = Config
+    @attrs.frozen
+    class Config(ActorCriticConfig):
+        """A2C hyperparameters (``agent.KEY=VALUE``); the network, precision and normalisation keys
+        (network, hidden_sizes, activation, network_options, log_std_init, norm_obs, norm_reward,
+        reward_clip, precision) are :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
-        cfg = config if config is not None else Config()
+        horizon: int = attrs.field(default=5, validator=at_least(1))
+        """Env steps per env in one collect; the batch (one gradient step) is horizon x num_envs."""
+        lr: float = attrs.field(default=7e-4, validator=above(0))
+        """Learning rate (the start value when annealing)."""
+        anneal_lr: bool = False
+        """Anneal the learning rate linearly to 0 over the run."""
+        total_steps: int = 0
+        """Env steps the annealing spans; 0: the run's run.total_steps."""
+        optimizer: str = "rmsprop"
+        """Optimizer: rmsprop | adam (the table in noeira.agents.optim)."""
+        rmsprop_alpha: float = 0.99
+        """RMSprop smoothing constant."""
+        optim_eps: float = 1e-5
+        """Optimizer epsilon."""
+        gamma: float = attrs.field(default=0.99, validator=within(0, 1))
+        """Discount factor."""
+        gae_lambda: float = attrs.field(default=1.0, validator=within(0, 1))
+        """GAE lambda (1: n-step returns bootstrapped at the end of the rollout, classic A2C)."""
+        norm_adv: bool = False
+        """Normalise advantages over the batch (zero mean, unit std)."""
+        ent_coef: float = 0.0
+        """Entropy bonus coefficient."""
+        vf_coef: float = 0.5
+        """Value loss coefficient."""
+        max_grad_norm: float = 0.5
+        """Clip the global gradient norm to this (0: no clipping)."""
+        torch_threads: int = 0
+        """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
+
+    def __init__(self, spec: EnvSpec, backend: Backend, config: A2C.Config | None = None, *, training: bool = True) -> None:
+        cfg = config if config is not None else type(self).Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = backend.device
-        if cfg.horizon < 1:
-            raise ConfigError(f"agent.horizon: must be >= 1, got {cfg.horizon}")
-        if not cfg.lr > 0:
-            raise ConfigError(f"agent.lr: must be > 0, got {cfg.lr}")
-        if not 0 <= cfg.gamma <= 1 or not 0 <= cfg.gae_lambda <= 1:
-            raise ConfigError("agent.gamma / agent.gae_lambda: must lie in [0, 1]")
-        check_optimizer(cfg.optimizer)
+        check_optimizer(cfg.optimizer)  # as PPO does; the rest is checked by Config's validators
         if cfg.torch_threads > 0 and dev.type == "cpu":
             torch.set_num_threads(cfg.torch_threads)
         self.total_steps = cfg.total_steps

@@ -40,65 +40,13 @@ from noeira.agents.bc import imitation_metadata
 from noeira.agents.exportable import RecurrentPolicy
 from noeira.agents.imitation import ConvEncoder, Demonstrations, Normalizer, action_chunks, dropout, load_demonstrations
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
+from noeira.core.config import above, at_least, within
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError, UserError
 from noeira.core.spaces import Box
 
-__all__ = ["ACT", "Config", "recipe"]
-
-
-@attrs.frozen
-class Config:
-    """ACT hyperparameters (``agent.KEY=VALUE``); LeRobot's defaults are in brackets where ours,
-    sized for small CPU-trainable tasks, differ."""
-
-    observation_feature: str = "observation.state"
-    """The dataset feature the policy reads (a vector, or a camera [3, H, W]); its shape must be the env's observation's."""
-    action_feature: str = "action"
-    """The dataset feature holding the actions to imitate."""
-    chunk_size: int = 20
-    """K: actions predicted per step [100]."""
-    dim_model: int = 128
-    """Width of the transformer [512]."""
-    n_heads: int = 4
-    """Attention heads [8]."""
-    dim_feedforward: int = 512
-    """Hidden width of each layer's feed-forward block [3200]."""
-    n_encoder_layers: int = 2
-    """Layers of the encoder over [z, observation, image tokens] [4]."""
-    n_decoder_layers: int = 1
-    """Layers of the decoder that turns K queries into the chunk [1]."""
-    n_vae_encoder_layers: int = 2
-    """Layers of the CVAE's encoder q(z | o, a) [4]."""
-    latent_dim: int = 32
-    """Size of the style latent z."""
-    use_vae: bool = True
-    """Train the CVAE (false: a deterministic transformer, z always 0)."""
-    kl_weight: float = 10.0
-    """Weight of the KL term."""
-    dropout: float = 0.1
-    """Dropout in the transformer layers while training."""
-    image_channels: int = 64
-    """A camera observation: channels of the CNN's feature map (trained from scratch)."""
-    temporal_ensemble: bool = True
-    """Act on the temporal ensemble of every chunk's prediction for the step (the paper's); false:
-    on the first action of the chunk predicted now (re-planning every step, no averaging)."""
-    temporal_ensemble_coeff: float = 0.01
-    """m in w_i = exp(-m i), i = 0 the oldest prediction (the paper's 0.01: nearly uniform, the
-    oldest weighted a little more; a negative m weights the newest more)."""
-    batch_size: int = 64
-    """Frames (each with its chunk) per gradient step [8]."""
-    lr: float = 1e-4
-    """AdamW learning rate (the start value when annealing) [1e-5]."""
-    weight_decay: float = 1e-4
-    """AdamW's decoupled weight decay."""
-    anneal_lr: bool = True
-    """Cosine-anneal the learning rate to 0 over run.total_steps gradient steps (LeRobot: constant)."""
-    max_grad_norm: float = 10.0
-    """Clip the global gradient norm to this (0: no clipping)."""
-    torch_threads: int = 0
-    """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
+__all__ = ["ACT", "recipe"]
 
 
 # -- the transformer, written out ---------------------------------------------------------------
@@ -132,7 +80,7 @@ class Attention(nn.Module):
 class EncoderLayer(nn.Module):
     """Post-norm (as ACT): ``x = norm(x + attn(x + pos, x + pos, x)); x = norm(x + ff(x))``."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: ACT.Config) -> None:
         super().__init__()
         self.attn = Attention(cfg.dim_model, cfg.n_heads)
         self.ff = nn.Sequential(nn.Linear(cfg.dim_model, cfg.dim_feedforward), nn.ReLU(),
@@ -149,7 +97,7 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Post-norm: self-attention over the queries, cross-attention to the encoder's output, feed-forward."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: ACT.Config) -> None:
         super().__init__()
         self.self_attn = Attention(cfg.dim_model, cfg.n_heads)
         self.cross_attn = Attention(cfg.dim_model, cfg.n_heads)
@@ -189,7 +137,7 @@ def sine_positions_2d(h: int, w: int, dim: int) -> Tensor:
 class ACTModel(nn.Module):
     """Normalised observation -> normalised action chunk ``[B, K, A]`` (see the module docstring)."""
 
-    def __init__(self, spec: EnvSpec, cfg: Config, device: torch.device) -> None:
+    def __init__(self, spec: EnvSpec, cfg: ACT.Config, device: torch.device) -> None:
         super().__init__()
         obs_shape, space = tuple(spec.observation_space.shape), spec.action_space
         if not (isinstance(space, Box) and len(space.shape) == 1):
@@ -293,7 +241,7 @@ class ACTPolicy(nn.Module):
     """Acting: ``(obs, state, done) -> (env action, state)``: the chunk for ``z = 0``, denormalised,
     temporally ensembled, clipped to the action space."""
 
-    def __init__(self, spec: EnvSpec, cfg: Config, device: torch.device) -> None:
+    def __init__(self, spec: EnvSpec, cfg: ACT.Config, device: torch.device) -> None:
         super().__init__()
         self.model = ACTModel(spec, cfg, device)
         obs_shape = tuple(spec.observation_space.shape)
@@ -328,14 +276,65 @@ class ACTPolicy(nn.Module):
 class ACT:
     """ACT (see the module docstring); keeps the Agent contract, learning from a dataset."""
 
-    Config = Config
+    @attrs.frozen
+    class Config:
+        """ACT hyperparameters (``agent.KEY=VALUE``); LeRobot's defaults are in brackets where ours,
+        sized for small CPU-trainable tasks, differ."""
+
+        observation_feature: str = "observation.state"
+        """The dataset feature the policy reads (a vector, or a camera [3, H, W]); its shape must be the env's observation's."""
+        action_feature: str = "action"
+        """The dataset feature holding the actions to imitate."""
+        chunk_size: int = attrs.field(default=20, validator=at_least(1))
+        """K: actions predicted per step [100]."""
+        dim_model: int = attrs.field(default=128, validator=at_least(1))
+        """Width of the transformer [512]."""
+        n_heads: int = attrs.field(default=4, validator=at_least(1))
+        """Attention heads [8]."""
+        dim_feedforward: int = attrs.field(default=512, validator=at_least(1))
+        """Hidden width of each layer's feed-forward block [3200]."""
+        n_encoder_layers: int = attrs.field(default=2, validator=at_least(1))
+        """Layers of the encoder over [z, observation, image tokens] [4]."""
+        n_decoder_layers: int = attrs.field(default=1, validator=at_least(1))
+        """Layers of the decoder that turns K queries into the chunk [1]."""
+        n_vae_encoder_layers: int = 2
+        """Layers of the CVAE's encoder q(z | o, a) [4]."""
+        latent_dim: int = attrs.field(default=32, validator=at_least(1))
+        """Size of the style latent z."""
+        use_vae: bool = True
+        """Train the CVAE (false: a deterministic transformer, z always 0)."""
+        kl_weight: float = attrs.field(default=10.0, validator=at_least(0))
+        """Weight of the KL term."""
+        dropout: float = attrs.field(default=0.1, validator=within(0, 1, open_high=True))
+        """Dropout in the transformer layers while training."""
+        image_channels: int = attrs.field(default=64, validator=at_least(1))
+        """A camera observation: channels of the CNN's feature map (trained from scratch)."""
+        temporal_ensemble: bool = True
+        """Act on the temporal ensemble of every chunk's prediction for the step (the paper's); false:
+        on the first action of the chunk predicted now (re-planning every step, no averaging)."""
+        temporal_ensemble_coeff: float = 0.01
+        """m in w_i = exp(-m i), i = 0 the oldest prediction (the paper's 0.01: nearly uniform, the
+        oldest weighted a little more; a negative m weights the newest more)."""
+        batch_size: int = attrs.field(default=64, validator=at_least(1))
+        """Frames (each with its chunk) per gradient step [8]."""
+        lr: float = attrs.field(default=1e-4, validator=above(0))
+        """AdamW learning rate (the start value when annealing) [1e-5]."""
+        weight_decay: float = attrs.field(default=1e-4, validator=at_least(0))
+        """AdamW's decoupled weight decay."""
+        anneal_lr: bool = True
+        """Cosine-anneal the learning rate to 0 over run.total_steps gradient steps (LeRobot: constant)."""
+        max_grad_norm: float = attrs.field(default=10.0, validator=at_least(0))
+        """Clip the global gradient norm to this (0: no clipping)."""
+        torch_threads: int = 0
+        """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
     learns_from_dataset = True
     """The driver hands this agent ``run.dataset`` (:func:`noeira.core.dataset.offline.attach_dataset`)."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: ACT.Config | None = None, *, training: bool = True) -> None:
         # training=False (acting alone) changes nothing: the dataset is read by load_dataset, not here
-        cfg = config or Config()
-        validate(cfg)
+        cfg = config or type(self).Config()
+        if cfg.use_vae and cfg.n_vae_encoder_layers < 1:  # the rest is checked by Config's validators
+            raise ConfigError(f"agent.n_vae_encoder_layers: must be >= 1 with use_vae, got {cfg.n_vae_encoder_layers}")
         if cfg.torch_threads > 0 and backend.device.type == "cpu":
             torch.set_num_threads(cfg.torch_threads)
         self.config, self.spec, self.backend, self.device = cfg, spec, backend, backend.device
@@ -440,7 +439,6 @@ class ACT:
                                metadata=self.metadata)
 
 
-
 def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any] | None:
     """Any env: a transformer of width 64 predicting 10-step chunks, Adam at 1e-3 (cosine), the run
     counting gradient steps (6,000 on the CPU, 30,000 elsewhere) and logging every 100; the
@@ -454,18 +452,3 @@ def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any
         agent["torch_threads"] = 1
         steps = 6_000
     return {"env": {"num_envs": 1}, "agent": agent, "run": {"total_steps": steps, "log_interval": 100}}
-
-def validate(cfg: Config) -> None:
-    for key in ("chunk_size", "dim_model", "n_heads", "dim_feedforward", "n_encoder_layers", "n_decoder_layers",
-                "latent_dim", "batch_size", "image_channels"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"agent.{key}: must be >= 1, got {getattr(cfg, key)}")
-    if cfg.use_vae and cfg.n_vae_encoder_layers < 1:
-        raise ConfigError(f"agent.n_vae_encoder_layers: must be >= 1 with use_vae, got {cfg.n_vae_encoder_layers}")
-    if not 0 <= cfg.dropout < 1:
-        raise ConfigError(f"agent.dropout: must lie in [0, 1), got {cfg.dropout}")
-    if not cfg.lr > 0:
-        raise ConfigError(f"agent.lr: must be > 0, got {cfg.lr}")
-    for key in ("kl_weight", "weight_decay", "max_grad_norm"):
-        if getattr(cfg, key) < 0:
-            raise ConfigError(f"agent.{key}: must be >= 0, got {getattr(cfg, key)}")

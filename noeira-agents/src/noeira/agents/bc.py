@@ -33,46 +33,19 @@ from noeira.agents.imitation import ConvEncoder, Demonstrations, Normalizer, loa
 from noeira.agents.nets import mlp
 from noeira.agents.networks import activation
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
+from noeira.core.config import above, at_least, one_of
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError, UserError
 from noeira.core.spaces import Box, Discrete
 
-__all__ = ["BC", "Config", "recipe"]
-
-
-@attrs.frozen
-class Config:
-    """Behaviour-cloning hyperparameters (``agent.KEY=VALUE``)."""
-
-    observation_feature: str = "observation.state"
-    """The dataset feature the policy reads (a vector, or a camera [3, H, W]); its shape must be the env's observation's."""
-    action_feature: str = "action"
-    """The dataset feature holding the actions to imitate."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of the MLP (after the image encoder for a camera)."""
-    activation: str = "relu"
-    """Hidden activation: tanh | relu | elu | gelu | silu."""
-    image_channels: int = 64
-    """A camera observation: channels of the image encoder's last feature map (trained from scratch)."""
-    loss: str = "mse"
-    """Continuous actions: mse | l1, on normalised actions (discrete actions: cross-entropy)."""
-    batch_size: int = 256
-    """Frames per gradient step."""
-    lr: float = 1e-3
-    """Adam learning rate (the start value when annealing)."""
-    anneal_lr: bool = True
-    """Cosine-anneal the learning rate to 0 over run.total_steps gradient steps."""
-    max_grad_norm: float = 10.0
-    """Clip the global gradient norm to this (0: no clipping)."""
-    torch_threads: int = 0
-    """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
+__all__ = ["BC", "recipe"]
 
 
 class BCPolicy(nn.Module):
     """``obs [B, *obs_shape]`` -> the env action (the deterministic policy; see the module docstring)."""
 
-    def __init__(self, spec: EnvSpec, cfg: Config, device: torch.device) -> None:
+    def __init__(self, spec: EnvSpec, cfg: BC.Config, device: torch.device) -> None:
         super().__init__()
         space, obs_shape = spec.action_space, tuple(spec.observation_space.shape)
         self.image = len(obs_shape) == 3
@@ -113,14 +86,38 @@ class BCPolicy(nn.Module):
 class BC:
     """Behaviour cloning (see the module docstring); keeps the Agent contract, learning from a dataset."""
 
-    Config = Config
+    @attrs.frozen
+    class Config:
+        """Behaviour-cloning hyperparameters (``agent.KEY=VALUE``)."""
+
+        observation_feature: str = "observation.state"
+        """The dataset feature the policy reads (a vector, or a camera [3, H, W]); its shape must be the env's observation's."""
+        action_feature: str = "action"
+        """The dataset feature holding the actions to imitate."""
+        hidden_sizes: tuple[int, ...] = (256, 256)
+        """Hidden layer widths of the MLP (after the image encoder for a camera)."""
+        activation: str = "relu"
+        """Hidden activation: tanh | relu | elu | gelu | silu."""
+        image_channels: int = attrs.field(default=64, validator=at_least(1))
+        """A camera observation: channels of the image encoder's last feature map (trained from scratch)."""
+        loss: str = attrs.field(default="mse", validator=one_of("mse", "l1"))
+        """Continuous actions: mse | l1, on normalised actions (discrete actions: cross-entropy)."""
+        batch_size: int = attrs.field(default=256, validator=at_least(1))
+        """Frames per gradient step."""
+        lr: float = attrs.field(default=1e-3, validator=above(0))
+        """Adam learning rate (the start value when annealing)."""
+        anneal_lr: bool = True
+        """Cosine-anneal the learning rate to 0 over run.total_steps gradient steps."""
+        max_grad_norm: float = attrs.field(default=10.0, validator=at_least(0))
+        """Clip the global gradient norm to this (0: no clipping)."""
+        torch_threads: int = 0
+        """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
     learns_from_dataset = True
     """The driver hands this agent ``run.dataset`` (:func:`noeira.core.dataset.offline.attach_dataset`)."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: BC.Config | None = None, *, training: bool = True) -> None:
         # training=False (acting alone) changes nothing: the dataset is read by load_dataset, not here
-        cfg = config or Config()
-        validate(cfg)
+        cfg = config or type(self).Config()
         if cfg.torch_threads > 0 and backend.device.type == "cpu":
             torch.set_num_threads(cfg.torch_threads)
         self.config, self.spec, self.backend, self.device = cfg, spec, backend, backend.device
@@ -211,7 +208,6 @@ def imitation_metadata(data: Demonstrations, observation: str, action: str) -> d
             "action": {"feature": action, "names": data.action_feature.get("names")}}
 
 
-
 def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any] | None:
     """Any env: the run counts gradient steps, logs every 100 of them, and the training env (never
     stepped: the data is the dataset's) is one env; the final evaluation builds its own. On the
@@ -221,14 +217,3 @@ def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any
     if backend == "cpu":
         out["agent"] = {"torch_threads": 1}
     return out
-
-def validate(cfg: Config) -> None:
-    if cfg.loss not in ("mse", "l1"):
-        raise ConfigError(f"agent.loss: expected 'mse' or 'l1', got {cfg.loss!r}")
-    for key in ("batch_size", "image_channels"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"agent.{key}: must be >= 1, got {getattr(cfg, key)}")
-    if not cfg.lr > 0:
-        raise ConfigError(f"agent.lr: must be > 0, got {cfg.lr}")
-    if cfg.max_grad_norm < 0:
-        raise ConfigError(f"agent.max_grad_norm: must be >= 0, got {cfg.max_grad_norm}")

@@ -35,8 +35,9 @@ import torch
 from torch import Tensor, nn
 
 from noeira.agents.nets import layer_init
-from noeira.agents.networks import activation, network_options, one_of
+from noeira.agents.networks import activation, network_options
 from noeira.core import registry
+from noeira.core.config import one_of
 from noeira.core.contracts import NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
 

@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.offpolicy import OffPolicyConfig, QEnsemble, ensemble_mlp, online_and_target
+from noeira.agents.nets import EnsembleLinear, mlp
+from noeira.agents.offpolicy import OffPolicyConfig, QEnsemble, online_and_target
 from noeira.agents.replay import Batch
 from noeira.core.errors import ConfigError
 
@@ -75,7 +76,8 @@ class CategoricalQEnsemble(nn.Module):
                  v_max: float) -> None:
         super().__init__()
         self.k, self.v_min, self.v_max = k, v_min, v_max
-        self.net = ensemble_mlp(k, obs_dim + act_dim, hidden, num_atoms)
+        self.net = mlp(obs_dim + act_dim, hidden, num_atoms, nn.ReLU, orthogonal=False,
+                       linear=lambda i, o: EnsembleLinear(k, i, o))
         self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms))
 
     def logits(self, obs: Tensor, action: Tensor) -> Tensor:

@@ -42,6 +42,7 @@ counted on the device, so the update stays capture-safe.
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any
 
@@ -51,20 +52,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from noeira.agents.critics import project_categorical
-from noeira.agents.offpolicy import (
-    UNTESTED,
-    OffPolicyAgent,
-    OffPolicyConfig,
-    RecipeTables,
-    online_and_target,
-    pick_recipe,
-)
+from noeira.agents.offpolicy import OffPolicyAgent, OffPolicyConfig, online_and_target
 from noeira.agents.prioritized import SumTree
 from noeira.agents.qnet import QNet
 from noeira.agents.replay import Batch
+from noeira.core.config import at_least, one_of
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
+from noeira.core.recipes import UNTESTED, RecipeTables, pick_recipe
 
 __all__ = ["C51", "DQN", "RECIPES", "Rainbow", "recipe"]
 
@@ -86,7 +82,7 @@ class DQN(OffPolicyAgent):
         """ε of ε-greedy exploration at the start."""
         epsilon_end: float = 0.05
         """ε after ``exploration_steps`` env steps."""
-        exploration_steps: int = 250_000
+        exploration_steps: int = attrs.field(default=250_000, validator=at_least(1))
         """Env steps (all envs together) over which ε falls linearly."""
         double: bool = True
         """Double DQN: the online network picks the next action, the target network rates it."""
@@ -117,16 +113,16 @@ class DQN(OffPolicyAgent):
         """Clip rewards to +- this before storing them (0: off; Atari recipes: 1)."""
         tau: float = 1.0
         """Target-network averaging rate at each target update (1.0: hard copy)."""
-        target_update_interval: int = 50
+        target_update_interval: int = attrs.field(default=50, validator=at_least(1))
         """Gradient updates between target-network updates."""
-        loss: str = "mse"
+        loss: str = attrs.field(default="mse", validator=one_of("mse", "huber"))
         """TD loss (num_atoms = 1): mse | huber."""
         max_grad_norm: float = 10.0
         """Clip the gradient norm to this (0: no clipping)."""
         ez_exponent: float = 0.0
         """εz-greedy: each random action is held for n ~ zeta(ez_exponent) steps, P(n) ~ n^-ez_exponent
         (the paper's choice: 2.0; smaller holds longer). 0: plain ε-greedy (one step each)."""
-        ez_max_repeat: int = 100
+        ez_max_repeat: int = attrs.field(default=100, validator=at_least(1))
         """εz-greedy: the longest hold, in steps."""
 
     config: Config
@@ -134,16 +130,8 @@ class DQN(OffPolicyAgent):
     def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
         super().__init__(spec, backend, config, training=training)
         cfg = config
-        if cfg.loss not in ("mse", "huber"):
-            raise ConfigError(f"agent.loss: expected mse or huber, got {cfg.loss!r}")
-        if cfg.target_update_interval < 1:
-            raise ConfigError(f"agent.target_update_interval: must be >= 1, got {cfg.target_update_interval}")
-        if cfg.exploration_steps < 1:
-            raise ConfigError(f"agent.exploration_steps: must be >= 1, got {cfg.exploration_steps}")
         if cfg.ez_exponent != 0 and not cfg.ez_exponent > 1:
             raise ConfigError(f"agent.ez_exponent: must be 0 (off) or > 1, got {cfg.ez_exponent}")
-        if cfg.ez_max_repeat < 1:
-            raise ConfigError(f"agent.ez_max_repeat: must be >= 1, got {cfg.ez_max_repeat}")
         if cfg.num_atoms < 1 or cfg.num_atoms == 2 or not cfg.v_max > cfg.v_min:
             raise ConfigError(f"agent.num_atoms / v_min / v_max: num_atoms must be 1 or >= 3 and v_max > v_min, got "
                               f"{cfg.num_atoms}, {cfg.v_min}, {cfg.v_max}")
@@ -336,7 +324,7 @@ class Rainbow(DQN):
         """No ε-greedy: the noisy layers explore."""
         epsilon_end: float = 0.0
         """No ε-greedy: the noisy layers explore."""
-        n_step: int = 3
+        n_step: int = attrs.field(default=3, validator=at_least(1))
         """3-step returns."""
         prioritized: bool = True
         """Prioritized replay."""
@@ -366,10 +354,9 @@ RECIPES: RecipeTables = {
     # warm-up, 128 updates per 256 steps, epsilon over 16% of 5e4 steps, [256, 256], SB3's Huber loss):
     # 4 envs x 2 updates keep its 0.5 updates per transition, and the target is copied every 128 updates
     # (SB3's is fixed through each burst of 128). Changed from the zoo: double-Q, the lr annealed to 0
-    # over the run, and epsilon ending at 0.1 (not 0.04): with 0.04 (or 0.02) the greedy policy reached
-    # 500 and then collapsed on some seeds (final evals 148-198 on seed 1); the exploring policy keeps
-    # failures in the buffer. On the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): 5 of 5 seeds
-    # solve, 100-episode evals 500, 500, 495.0, 500, 500 (~55 s of training each, ~900 steps/s).
+    # over the run, and epsilon ending at 0.1 (not 0.04: the greedy policy reached 500 and then
+    # collapsed on some seeds); the exploring policy keeps failures in the buffer.
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": dqn cartpole).
     "cartpole": {"*": {
         "env": {"num_envs": 4},
         "agent": {"learning_rate": 2.3e-3, "hidden": [256, 256], "batch_size": 64, "buffer_size": 100_000,
@@ -381,9 +368,8 @@ RECIPES: RecipeTables = {
     # Acrobot-v1: rl-baselines3-zoo hyperparams/dqn.yml (lr 6.3e-4, batch 128, buffer 5e4, learning from the
     # start, target update every 250 env steps, one update per transition, epsilon to 0.1 over 12% of 1e5
     # steps, [256, 256], SB3's Huber loss, no double-Q): 4 envs x 4 updates, the target copied every 250
-    # updates; 5e4 steps, not the zoo's 1e5 (the training return plateaus at ~-85 from 30k steps; seed 0
-    # evaluated -72.1 after 1e5). On the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): 5 of 5 seeds
-    # solve, 100-episode evals -81.4, -75.9, -79.9, -78.6, -78.1 (~140 s of training each).
+    # updates; 5e4 steps, not the zoo's 1e5 (the training return plateaus from 30k steps).
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": dqn acrobot).
     "acrobot": {"*": {
         "env": {"num_envs": 4},
         "agent": {"learning_rate": 6.3e-4, "hidden": [256, 256], "batch_size": 128, "buffer_size": 50_000,
@@ -394,11 +380,10 @@ RECIPES: RecipeTables = {
     # MountainCar-v0: rl-baselines3-zoo hyperparams/dqn.yml (lr 4e-3, batch 128, buffer 1e4, 1,000 steps of
     # warm-up, gamma 0.98, target update every 600 env steps, 8 updates per 16 steps, [256, 256], SB3's Huber
     # loss, no double-Q); 16 envs x 8 updates, the target copied every 300 updates. Changed: ε-greedy never
-    # reached the flag here (nor did SB3's DQN with 16 or 2 envs; with one env it did, evaluating -128.3 and
-    # -164.6 on seeds 0 and 1), so exploration is εz-greedy (random actions held for zeta(1.5) steps, which
+    # reached the flag here, so exploration is εz-greedy (random actions held for zeta(1.5) steps, which
     # alone reach the flag in ~10% of random episodes), ε falls to 0.05 over 60k steps, 3-step returns,
-    # 3e5 steps with the lr annealed to 0 (without, seed 2 evaluated -111.8). On the 2-core CPU
-    # (BENCHMARKS.md, "Recipes that solve").
+    # 3e5 steps with the lr annealed to 0.
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": dqn mountaincar).
     "mountaincar": {"*": {
         "env": {"num_envs": 16},
         "agent": {"learning_rate": 4e-3, "hidden": [256, 256], "batch_size": 128, "buffer_size": 10_000,
@@ -417,7 +402,7 @@ _UNVERIFIED = "not verified on 5 seeds yet (benchmarks/solve.py); see BENCHMARKS
 
 def _from_dqn(env: str, **agent: Any) -> dict[str, Any]:
     """DQN's classic-control recipe for ``env`` with ``agent``'s keys changed (C51 and Rainbow start from it)."""
-    out = pick_recipe(RECIPES, env, "*")
+    out = copy.deepcopy(dict(RECIPES[env]["*"]))
     out["agent"] = {k: v for k, v in out["agent"].items() if k != "loss"} | agent
     return {"*": {**out, "note": _UNVERIFIED}}
 
@@ -444,21 +429,17 @@ RAINBOW_RECIPES: RecipeTables = {
 """Rainbow's tuned defaults."""
 
 
-def _key(env: str) -> str:
-    return "atari" if env.startswith("atari:") else env
-
-
 def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
     """Tuned defaults for ``env`` (below whatever the user sets), from :data:`RECIPES`; the same
     at any ``num_envs`` the user chooses."""
-    return pick_recipe(RECIPES, _key(env), backend)
+    return pick_recipe(RECIPES, env, backend)
 
 
 def c51_recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
     """C51's tuned defaults, from :data:`C51_RECIPES`."""
-    return pick_recipe(C51_RECIPES, _key(env), backend)
+    return pick_recipe(C51_RECIPES, env, backend)
 
 
 def rainbow_recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
     """Rainbow's tuned defaults, from :data:`RAINBOW_RECIPES`."""
-    return pick_recipe(RAINBOW_RECIPES, _key(env), backend)
+    return pick_recipe(RAINBOW_RECIPES, env, backend)

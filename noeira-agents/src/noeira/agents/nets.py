@@ -1,4 +1,5 @@
-"""Building blocks the agents share: MLPs with orthogonal init and running normalizers
+"""Layers the agents and networks share: one MLP builder, ensembles of linear layers, the
+aligned input layer and running normalizers
 (optimizers are in :mod:`noeira.agents.optim`).
 
 Everything here is capture-safe: buffers are allocated once and updated in place.
@@ -14,7 +15,7 @@ from torch import Tensor, nn
 
 from noeira.core import distributed
 
-__all__ = ["ALIGN", "AlignedInput", "RunningMeanStd", "layer_init", "mlp", "space_dim"]
+__all__ = ["ALIGN", "AlignedInput", "EnsembleLinear", "RunningMeanStd", "layer_init", "mlp", "space_dim"]
 
 ALIGN = 8
 """Input widths are padded to a multiple of this: cuBLAS's tensor-core kernels for bf16 want
@@ -37,16 +38,40 @@ def mlp(
     activation: type[nn.Module] = nn.Tanh,
     out_gain: float = 1.0,
     hidden_gain: float = math.sqrt(2),
+    *,
+    orthogonal: bool = True,
+    linear: Callable[[int, int], nn.Module] = nn.Linear,
 ) -> nn.Sequential:
-    """``in_dim -> hidden... -> out_dim`` with ``activation`` between layers; orthogonal init
-    (``hidden_gain`` for hidden layers, ``out_gain`` for the last)."""
+    """``in_dim -> hidden... -> out_dim`` with ``activation`` between layers, each layer
+    ``linear(in, out)``. ``orthogonal``: orthogonal weights and zero biases (``hidden_gain`` for
+    hidden layers, ``out_gain`` for the last: the on-policy agents' init); else each layer keeps its
+    own init (torch's for ``nn.Linear``: the off-policy agents'). ``linear = lambda i, o:
+    EnsembleLinear(k, i, o)`` makes ``k`` MLPs evaluated as one, ``[k, B, in] -> [k, B, out]``."""
     layers: list[nn.Module] = []
     last = in_dim
     for h in hidden:
-        layers += [layer_init(nn.Linear(last, h), hidden_gain), activation()]
+        layer = linear(last, h)
+        layers += [layer_init(layer, hidden_gain) if orthogonal else layer, activation()]  # type: ignore[arg-type]
         last = h
-    layers.append(layer_init(nn.Linear(last, out_dim), out_gain))
+    layer = linear(last, out_dim)
+    layers.append(layer_init(layer, out_gain) if orthogonal else layer)  # type: ignore[arg-type]
     return nn.Sequential(*layers)
+
+
+class EnsembleLinear(nn.Module):
+    """``k`` independent linear layers applied as one batched matmul: ``[k, B, in] -> [k, B, out]``.
+
+    Twin critics become one network with half the kernel launches. Each member is
+    initialized like ``nn.Linear`` (uniform in ``±1/sqrt(in)``)."""
+
+    def __init__(self, k: int, in_features: int, out_features: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.empty(k, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(k, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
 
 
 class AlignedInput(nn.Linear):

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from noeira.agents import mingru_scan
 from noeira.agents.nets import AlignedInput, layer_init, mlp, space_dim
-from noeira.core.config import structure
+from noeira.core.config import one_of, structure
 from noeira.core.contracts import NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
 
@@ -90,14 +90,6 @@ def reset_where(state: Tensor, done: Tensor) -> Tensor:
     """``state [L, B, H]`` with the rows of envs where ``done [B]`` zeroed (branch-free: a
     multiply, so it records in a CUDA graph, and the gradient stops there)."""
     return state * (~done).to(state.dtype).view(1, -1, *([1] * (state.dim() - 2)))
-
-
-def one_of(*choices: str) -> Any:
-    """An attrs validator: the value is one of ``choices`` (a one-line error naming them)."""
-    def check(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
-        if value not in choices:
-            raise ValueError(f"'{attr.name}' must be one of {', '.join(choices)}, got {value!r}")
-    return check
 
 
 def network_options(options: Mapping[str, Any], cls: type) -> Any:

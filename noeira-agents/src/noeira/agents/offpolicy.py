@@ -38,9 +38,7 @@ Policies are feed-forward: ``initial_state`` is None and ``act`` passes no state
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -49,25 +47,22 @@ import torch
 from torch import Tensor, nn
 
 from noeira.agents.exportable import FeedForwardPolicy
-from noeira.agents.nets import RunningMeanStd, space_dim
+from noeira.agents.nets import EnsembleLinear, RunningMeanStd, mlp, space_dim
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
 from noeira.agents.precision import autocast, check_precision
 from noeira.agents.replay import Batch, ReplayBuffer
+from noeira.core.config import at_least
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
 from noeira.core.rng import restore_generator
 from noeira.core.spaces import Box, Discrete, Encoded
 
 __all__ = [
-    "EnsembleLinear",
     "OffPolicyAgent",
     "OffPolicyConfig",
     "QEnsemble",
-    "ensemble_mlp",
     "frozen",
     "online_and_target",
-    "pick_recipe",
-    "relu_mlp",
 ]
 
 log = logging.getLogger("noeira")
@@ -78,20 +73,20 @@ M = TypeVar("M", bound=nn.Module)
 class OffPolicyConfig:
     """Keys every off-policy agent takes."""
 
-    buffer_size: int = 1_000_000
+    buffer_size: int = attrs.field(default=1_000_000, validator=at_least(1))
     """Replay buffer capacity in transitions (all envs together); the oldest are overwritten."""
-    batch_size: int = 256
+    batch_size: int = attrs.field(default=256, validator=at_least(1))
     """Transitions per gradient update."""
     gamma: float = 0.99
     """Discount factor."""
     tau: float = 0.005
     """Target-network averaging rate: target <- target + tau * (online - target)."""
-    learning_starts: int = 5_000
+    learning_starts: int = attrs.field(default=5_000, validator=at_least(0))
     """Env steps (all envs together) of uniform random actions before updates begin."""
-    updates_per_step: int = 1
+    updates_per_step: int = attrs.field(default=1, validator=at_least(1))
     """Gradient updates per learn() call, i.e. per env step of all num_envs envs;
     updates_per_step = num_envs is one update per transition collected."""
-    n_step: int = 1
+    n_step: int = attrs.field(default=1, validator=at_least(1))
     """Steps of the n-step return (1: the one-step TD target)."""
     lr_anneal_steps: int = 0
     """Env steps over which every learning rate falls linearly to ``lr_end_fraction`` of its
@@ -112,60 +107,7 @@ class OffPolicyConfig:
     collected batch; stored raw in the buffer, normalised by the current statistics when read)."""
 
 
-RecipeTables = Mapping[str, Mapping[str, Mapping[str, Any]]]
-"""An agent's recipes: env name -> backend name -> recipe, ``"*"`` standing for any other."""
-
-UNTESTED = ("untested: no recipe of this agent was verified on this env; the agent's defaults apply "
-            "and may not solve it")
-"""The note of an agent's ``"*"`` recipe (any other env: MuJoCo, ``gym:`` envs): a run starts
-with it as one warning line, as for a pair with no recipe at all."""
-
-
-def pick_recipe(tables: RecipeTables, env: str, backend: str) -> dict[str, Any]:
-    """``tables[env][backend]`` (``"*"`` for any other env / backend), as a fresh copy the caller may change."""
-    by_backend = tables.get(env, tables["*"])
-    return copy.deepcopy(dict(by_backend.get(backend, by_backend["*"])))
-
-
 # -- networks ----------------------------------------------------------------------------------
-
-def relu_mlp(in_dim: int, hidden: Sequence[int], out_dim: int) -> nn.Sequential:
-    """``in_dim -> hidden... -> out_dim``, ReLU between layers, torch's default init."""
-    layers: list[nn.Module] = []
-    last = in_dim
-    for h in hidden:
-        layers += [nn.Linear(last, h), nn.ReLU()]
-        last = h
-    layers.append(nn.Linear(last, out_dim))
-    return nn.Sequential(*layers)
-
-
-class EnsembleLinear(nn.Module):
-    """``k`` independent linear layers applied as one batched matmul: ``[k, B, in] -> [k, B, out]``.
-
-    Twin critics become one network with half the kernel launches. Each member is
-    initialized like ``nn.Linear`` (uniform in ``±1/sqrt(in)``)."""
-
-    def __init__(self, k: int, in_features: int, out_features: int) -> None:
-        super().__init__()
-        bound = 1.0 / math.sqrt(in_features)
-        self.weight = nn.Parameter(torch.empty(k, in_features, out_features).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(k, 1, out_features).uniform_(-bound, bound))
-
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.baddbmm(self.bias, x, self.weight)
-
-
-def ensemble_mlp(k: int, in_dim: int, hidden: Sequence[int], out_dim: int) -> nn.Sequential:
-    """``k`` ReLU MLPs evaluated together: ``[k, B, in_dim] -> [k, B, out_dim]``."""
-    layers: list[nn.Module] = []
-    last = in_dim
-    for h in hidden:
-        layers += [EnsembleLinear(k, last, h), nn.ReLU()]
-        last = h
-    layers.append(EnsembleLinear(k, last, out_dim))
-    return nn.Sequential(*layers)
-
 
 class QEnsemble(nn.Module):
     """``k`` critics Q(s, a) for continuous actions: ``obs [B, o], action [B, a] -> [k, B]``."""
@@ -173,7 +115,8 @@ class QEnsemble(nn.Module):
     def __init__(self, k: int, obs_dim: int, act_dim: int, hidden: Sequence[int]) -> None:
         super().__init__()
         self.k = k
-        self.net = ensemble_mlp(k, obs_dim + act_dim, hidden, 1)
+        self.net = mlp(obs_dim + act_dim, hidden, 1, nn.ReLU, orthogonal=False,
+                       linear=lambda i, o: EnsembleLinear(k, i, o))
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
         x = torch.cat([obs.flatten(1).float(), action], -1)
@@ -217,12 +160,6 @@ class OffPolicyAgent:
 
     def __init__(self, spec: EnvSpec, backend: Backend, config: OffPolicyConfig, *, training: bool = True) -> None:
         cfg = config
-        for key, value in (("batch_size", cfg.batch_size), ("updates_per_step", cfg.updates_per_step),
-                           ("n_step", cfg.n_step), ("buffer_size", cfg.buffer_size)):
-            if value < 1:
-                raise ConfigError(f"agent.{key}: must be >= 1, got {value}")
-        if cfg.learning_starts < 0:
-            raise ConfigError(f"agent.learning_starts: must be >= 0, got {cfg.learning_starts}")
         check_precision(cfg.precision)  # agent.optimizer is checked by make_optimizer
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = torch.device(backend.device)

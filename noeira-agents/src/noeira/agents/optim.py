@@ -27,7 +27,10 @@ from torch.optim import optimizer as _torch_optimizer
 
 from noeira.core.errors import ConfigError
 
-__all__ = ["OPTIMIZERS", "Muon", "load_optimizer_state", "make_optimizer", "masked_step", "newton_schulz", "scale_lr"]
+__all__ = [
+    "OPTIMIZERS", "Muon", "check_optimizer", "load_optimizer_state", "make_optimizer", "masked_step", "newton_schulz",
+    "scale_lr",
+]
 
 ParamGroups = list[dict[str, Any]]
 
@@ -230,13 +233,19 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adam": _adam, "r
 """name -> ``builder(param_groups, eps=..., alpha=..., momentum=...)``; options a builder does not use are ignored."""
 
 
+def check_optimizer(name: str, path: str = "agent.optimizer") -> None:
+    """A :class:`ConfigError` at ``path`` unless ``name`` is in :data:`OPTIMIZERS` (checked before
+    anything is built; :func:`make_optimizer` checks again)."""
+    if name not in OPTIMIZERS:
+        raise ConfigError(f"{path}: unknown optimizer {name!r} (known: {', '.join(OPTIMIZERS)})")
+
+
 def make_optimizer(name: str, params: Iterable[nn.Parameter] | Iterable[Mapping[str, Any]], lr: float,
                    path: str = "agent.optimizer", **options: Any) -> torch.optim.Optimizer:
     """The optimizer ``name`` over ``params`` (parameters, or param groups that may set their own
     ``lr``), every group's learning rate a device tensor starting at its rate (``lr`` by default)
     with ``base_lr`` recorded. Unknown names are a :class:`ConfigError` at ``path``."""
-    if name not in OPTIMIZERS:
-        raise ConfigError(f"{path}: unknown optimizer {name!r} (known: {', '.join(OPTIMIZERS)})")
+    check_optimizer(name, path)
     items = list(params)
     groups: ParamGroups = [dict(g) for g in items] if items and isinstance(items[0], Mapping) else [{"params": items}]
     for g in groups:

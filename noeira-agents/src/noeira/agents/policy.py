@@ -19,10 +19,9 @@ from torch import Tensor, nn
 from noeira.agents.cnn import network_class
 from noeira.agents.distributions import make_head
 from noeira.agents.nets import RunningMeanStd, space_dim
-from noeira.agents.optim import OPTIMIZERS
 from noeira.agents.precision import PRECISIONS, check_precision
+from noeira.core.config import at_least
 from noeira.core.contracts import EnvSpec, NetworkSpec, PolicyState
-from noeira.core.errors import ConfigError
 from noeira.core.spaces import Encoded
 
 __all__ = ["ActorCritic", "ActorCriticConfig", "precision_of"]
@@ -58,7 +57,7 @@ class ActorCriticConfig:
     """Scale rewards by the running std of the discounted return (saved in checkpoints)."""
     reward_clip: float = 10.0
     """With norm_reward: clip scaled rewards to +- this."""
-    reward_clamp: float = 0.0
+    reward_clamp: float = attrs.field(default=0.0, validator=at_least(0))
     """Clip the env's rewards to +- this before any scaling (0: off; PufferLib clamps to 1)."""
     precision: str = "fp32"
     """fp32 | bf16 | bf16-master. bf16: the networks run under bfloat16 autocast (weights,
@@ -79,11 +78,6 @@ class ActorCriticConfig:
 def precision_of(cfg: ActorCriticConfig) -> str:
     """The precision ``cfg`` asks for (``bf16 = true`` is ``precision = "bf16"``)."""
     return "bf16" if cfg.bf16 else check_precision(cfg.precision, choices=PRECISIONS)
-
-
-def check_optimizer(name: str) -> None:
-    if name not in OPTIMIZERS:
-        raise ConfigError(f"agent.optimizer: unknown optimizer {name!r} (known: {', '.join(OPTIMIZERS)})")
 
 
 class ActorCritic(nn.Module):

@@ -25,7 +25,6 @@ PPO" (CleanRL); PufferLib 3 (puff advantage, prioritized segment sampling).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,90 +34,20 @@ from torch import Tensor
 
 from noeira.agents import mujoco_recipes
 from noeira.agents.onpolicy import ActorCriticRollout, explained_variance, schedule, segment_minibatches
-from noeira.agents.optim import load_optimizer_state, scale_lr
-from noeira.agents.policy import ActorCriticConfig, check_optimizer
+from noeira.agents.optim import check_optimizer, load_optimizer_state, scale_lr
+from noeira.agents.policy import ActorCriticConfig
+from noeira.core.config import above, at_least, one_of, within
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
+from noeira.core.recipes import RecipeTables, pick_recipe
 
 __all__ = ["PPO", "recipe"]
 
 
-@attrs.frozen
-class Config(ActorCriticConfig):
-    """PPO hyperparameters (``agent.KEY=VALUE``); the network, precision and normalisation keys
-    (network, hidden_sizes, activation, network_options, log_std_init, norm_obs, norm_reward,
-    reward_clip, precision) are :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
-
-    horizon: int = 128
-    """Env steps per env in one collect; the batch is horizon x num_envs transitions."""
-    update_epochs: int = 4
-    """Passes over the batch in one learn."""
-    num_minibatches: int = 4
-    """Minibatches per epoch (the batch is split into this many)."""
-    optimizer: str = "adam"
-    """Optimizer: adam | rmsprop | muon (the table in noeira.agents.optim; muon: PufferLib's,
-    Newton-Schulz orthogonalised Nesterov momentum on every matrix)."""
-    muon_momentum: float = 0.95
-    """optimizer=muon: momentum (Nesterov) of its EMA buffer."""
-    lr: float = 2.5e-4
-    """Learning rate (the start value when annealing)."""
-    anneal_lr: bool = True
-    """Anneal the learning rate over the run, following lr_schedule."""
-    lr_schedule: str = "linear"
-    """With anneal_lr: linear | cosine, from lr down to lr * min_lr_ratio at the run's end."""
-    min_lr_ratio: float = 0.0
-    """With anneal_lr: the final learning rate as a fraction of lr."""
-    total_steps: int = 0
-    """Env steps the schedules (lr, ent_coef, prio_beta) span; 0: the run's run.total_steps."""
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 0.95
-    """GAE lambda: bias/variance trade-off of the advantage (1: Monte Carlo, 0: one-step TD)."""
-    advantage: str = "gae"
-    """gae | puff. puff: PufferLib's GAE with V-trace importance clipping, recomputed before
-    every minibatch with the current policy's ratios and refreshed values."""
-    vtrace_rho_clip: float = 1.0
-    """puff advantage: clip of the importance weight on the TD error (rho-bar)."""
-    vtrace_c_clip: float = 1.0
-    """puff advantage: clip of the importance weight on the trace (c-bar)."""
-    norm_adv: bool = True
-    """Normalise advantages per minibatch (zero mean, unit std)."""
-    clip_coef: float = 0.2
-    """Surrogate clipping: the probability ratio is kept within 1 +- clip_coef."""
-    clip_vloss: bool = True
-    """Clip the value update around the rollout's values (PPO2-style value loss)."""
-    vf_clip_coef: float = 0.2
-    """Value clipping range when clip_vloss (in return units)."""
-    ent_coef: float = 0.0
-    """Entropy bonus coefficient (the start value with ent_schedule)."""
-    ent_schedule: str = "constant"
-    """constant | linear | cosine: the entropy coefficient goes from ent_coef to ent_coef_final over the run."""
-    ent_coef_final: float = 0.0
-    """The entropy coefficient at the run's end, with ent_schedule linear or cosine."""
-    vf_coef: float = 0.5
-    """Value loss coefficient."""
-    replay_ratio: float = 0.0
-    """Minibatch updates per batch of data, in passes: round(replay_ratio x num_minibatches)
-    updates (fresh shuffles each pass, the last pass possibly partial; PufferLib's replay_ratio)
-    instead of update_epochs x num_minibatches. 0: update_epochs."""
-    max_grad_norm: float = 0.5
-    """Clip the global gradient norm to this (0: no clipping)."""
-    adam_eps: float = 1e-5
-    """Optimizer epsilon (Adam's, or RMSprop's with optimizer=rmsprop)."""
-    prio_alpha: float = 0.0
-    """Prioritized segment sampling (0: off, uniform shuffled minibatches). Minibatches are
-    then env segments (one env's horizon steps) drawn with probability ~ sum|advantage|^alpha."""
-    prio_beta0: float = 0.2
-    """Prioritized sampling: initial importance-weight exponent, annealed to 1 over the run."""
-    torch_threads: int = 0
-    """CPU: torch.set_num_threads(N) when the agent is built; small networks run fastest on
-    one thread (0: leave torch's setting)."""
-
-
 # Tuned starting points, per env and backend: layered below the user's config. An env without a
 # cuda recipe takes its cpu one on cuda; only CartPole's cuda recipe was measured on a GPU (H200).
-_RECIPES: dict[str, dict[str, dict[str, Any]]] = {
+_RECIPES: RecipeTables = {
     # CPU: tiny networks are bound by per-op overhead, so few large minibatches, a high
     # annealed lr and one torch thread. The value loss is not clipped (returns reach ~100
     # and a 0.2 clip starves the critic); advantages are not normalised (once most episodes
@@ -135,8 +64,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
         # samples, and a recorded update of these small networks costs ~0.3 ms plus ~8 ns per
         # row on an H200: many envs for throughput, 2 epochs x 8 minibatches per iteration
         # (4 epochs solve in as many iterations, each twice as long), and a run of a fixed
-        # number of iterations at any num_envs (see PPO.recipe). Measured on the H200 at 4k
-        # and 16k envs, 2 seeds each: solved in 0.5-0.7 s.
+        # number of iterations at any num_envs (see PPO.recipe).
+        # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": ppo cartpole cuda).
         "cuda": {
             "env": {"num_envs": 4096},
             "agent": {"horizon": 16, "update_epochs": 2, "num_minibatches": 8, "lr": 5e-3, "gamma": 0.99,
@@ -147,10 +76,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     # Pendulum-v1: rl-baselines3-zoo hyperparams/ppo.yml (normalize, gamma 0.9, gae_lambda 0.95, 10 epochs,
     # lr 1e-3, rollouts of 4,096 steps: 4 envs x 1,024 there, 16 x 256 here; 1e5 steps) without its gSDE,
     # which this PPO does not have; 32 minibatches of 128 rows (the zoo's 64-row ones cost twice the
-    # updates) and 3e5 steps. On the 2-core CPU (BENCHMARKS.md, "Recipes that solve"): 4 of 5 seeds
-    # solve, 100-episode evals -151.3, -183.5, -188.0, -297.1, -195.5 (~60 s of training each; seed 3
-    # swings up from one side only, -231.7 after 5e5 steps). At 2e5 steps 3 of 5 (-157, -210, -187,
-    # -585, -197); the previous recipe (64 envs x 64 steps, 8 minibatches, lr 3e-3) 2 of 5 at 1e5 steps.
+    # updates) and 3e5 steps.
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": ppo pendulum).
     "pendulum": {
         "cpu": {
             "env": {"num_envs": 16},
@@ -168,7 +95,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     # Acrobot-v1: rl-baselines3-zoo hyperparams/ppo.yml (normalize: true, 16 envs, n_steps 256,
     # gae_lambda 0.94, gamma 0.99, 4 epochs, 1e6 steps) with this file's CPU style: 8 large
     # minibatches instead of SB3's 64-row ones and a higher annealed lr, so a fraction of the steps:
-    # 2e5; on the 2-core CPU all 5 seeds reach -100 by 74-98k steps and evaluate -82 to -87.
+    # 2e5.
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": ppo acrobot).
     "acrobot": {
         "cpu": {
             "env": {"num_envs": 16},
@@ -180,9 +108,7 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     # MountainCar-v0: rl-baselines3-zoo hyperparams/ppo.yml (normalize: true, 16 envs, gae_lambda 0.98,
     # gamma 0.99, ent_coef 0) with this file's CPU style: 64-step segments, 10 epochs of 8 minibatches,
     # the lr annealed, 2e6 steps (the zoo: n_steps 16, 4 epochs of 64-row minibatches, constant lr, 1e6).
-    # On the 2-core CPU (BENCHMARKS.md, "Recipes that solve") 5 of 5 seeds evaluate -96.3 to -99.0 (~250 s
-    # of training each). The zoo's own settings evaluated -123.0 on seed 0 after 1e6 steps (-114.4 with the
-    # lr annealed, -113.5 at 2e6; 64-step segments at 1e6: -111.8).
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": ppo mountaincar).
     "mountaincar": {
         "cpu": {
             "env": {"num_envs": 16},
@@ -195,8 +121,8 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
     # (use_sde, log_std_init -3.29), which this PPO does not have; without it the Gaussian's
     # white noise seldom reaches the flag. The zoo's other settings (normalize, gamma 0.9999,
     # clip 0.1, 10 epochs, gae_lambda 0.9, max_grad_norm 5, vf_coef 0.19, ent_coef 0.00429),
-    # with many envs and a wide initial std for exploration: 5 of 5 seeds evaluate 92-93 on the 2-core
-    # CPU, their training return reaching 90 at 164-184k of the 200k steps.
+    # with many envs and a wide initial std for exploration.
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": ppo mountaincar-continuous).
     "mountaincar-continuous": {
         "cpu": {
             "env": {"num_envs": 64},
@@ -236,35 +162,89 @@ def recipe(env: str, backend: str, num_envs: int | None = None) -> dict[str, Any
     cuda take the cpu recipe; on cpu the recipes use one torch thread. Given the user's
     ``num_envs``, the run keeps the recipe's number of iterations: ``run.total_steps`` scales
     with num_envs."""
-    return scaled_recipe(_RECIPES, env, backend, num_envs)
-
-
-def scaled_recipe(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], env: str, backend: str,
-                  num_envs: int | None) -> dict[str, Any] | None:
-    """The on-policy recipe lookup PPO and A2C share (see :func:`recipe`)."""
-    by_backend = tables.get(env.split(":")[0])
-    if not by_backend:
-        return None
-    out = copy.deepcopy(dict(by_backend.get(backend, by_backend.get("cpu", {}))))
-    if backend == "cpu":
-        out.setdefault("agent", {}).setdefault("torch_threads", 1)
-    base_envs = out.get("env", {}).get("num_envs")
-    if num_envs is not None and base_envs and "total_steps" in out.get("run", {}):
-        out["run"]["total_steps"] = out["run"]["total_steps"] * num_envs // base_envs
-    return out
+    return pick_recipe(_RECIPES, env, backend, num_envs=num_envs, cpu_threads=1)
 
 
 class PPO:
     """PPO agent (entry point ``ppo``). ``PPO(spec, backend, PPO.Config(...))``."""
 
-    Config = Config
+    @attrs.frozen
+    class Config(ActorCriticConfig):
+        """PPO hyperparameters (``agent.KEY=VALUE``); the network, precision and normalisation keys
+        (network, hidden_sizes, activation, network_options, log_std_init, norm_obs, norm_reward,
+        reward_clip, precision) are :class:`~noeira.agents.policy.ActorCriticConfig`'s."""
+
+        horizon: int = attrs.field(default=128, validator=at_least(1))
+        """Env steps per env in one collect; the batch is horizon x num_envs transitions."""
+        update_epochs: int = attrs.field(default=4, validator=at_least(1))
+        """Passes over the batch in one learn."""
+        num_minibatches: int = attrs.field(default=4, validator=at_least(1))
+        """Minibatches per epoch (the batch is split into this many)."""
+        optimizer: str = "adam"
+        """Optimizer: adam | rmsprop | muon (the table in noeira.agents.optim; muon: PufferLib's,
+        Newton-Schulz orthogonalised Nesterov momentum on every matrix)."""
+        muon_momentum: float = attrs.field(default=0.95, validator=within(0, 1, open_high=True))
+        """optimizer=muon: momentum (Nesterov) of its EMA buffer."""
+        lr: float = attrs.field(default=2.5e-4, validator=above(0))
+        """Learning rate (the start value when annealing)."""
+        anneal_lr: bool = True
+        """Anneal the learning rate over the run, following lr_schedule."""
+        lr_schedule: str = attrs.field(default="linear", validator=one_of("linear", "cosine"))
+        """With anneal_lr: linear | cosine, from lr down to lr * min_lr_ratio at the run's end."""
+        min_lr_ratio: float = attrs.field(default=0.0, validator=within(0, 1))
+        """With anneal_lr: the final learning rate as a fraction of lr."""
+        total_steps: int = 0
+        """Env steps the schedules (lr, ent_coef, prio_beta) span; 0: the run's run.total_steps."""
+        gamma: float = attrs.field(default=0.99, validator=within(0, 1))
+        """Discount factor."""
+        gae_lambda: float = attrs.field(default=0.95, validator=within(0, 1))
+        """GAE lambda: bias/variance trade-off of the advantage (1: Monte Carlo, 0: one-step TD)."""
+        advantage: str = attrs.field(default="gae", validator=one_of("gae", "puff"))
+        """gae | puff. puff: PufferLib's GAE with V-trace importance clipping, recomputed before
+        every minibatch with the current policy's ratios and refreshed values."""
+        vtrace_rho_clip: float = 1.0
+        """puff advantage: clip of the importance weight on the TD error (rho-bar)."""
+        vtrace_c_clip: float = 1.0
+        """puff advantage: clip of the importance weight on the trace (c-bar)."""
+        norm_adv: bool = True
+        """Normalise advantages per minibatch (zero mean, unit std)."""
+        clip_coef: float = 0.2
+        """Surrogate clipping: the probability ratio is kept within 1 +- clip_coef."""
+        clip_vloss: bool = True
+        """Clip the value update around the rollout's values (PPO2-style value loss)."""
+        vf_clip_coef: float = attrs.field(default=0.2, validator=at_least(0))
+        """Value clipping range when clip_vloss (in return units)."""
+        ent_coef: float = attrs.field(default=0.0, validator=at_least(0))
+        """Entropy bonus coefficient (the start value with ent_schedule)."""
+        ent_schedule: str = attrs.field(default="constant", validator=one_of("constant", "linear", "cosine"))
+        """constant | linear | cosine: the entropy coefficient goes from ent_coef to ent_coef_final over the run."""
+        ent_coef_final: float = attrs.field(default=0.0, validator=at_least(0))
+        """The entropy coefficient at the run's end, with ent_schedule linear or cosine."""
+        vf_coef: float = attrs.field(default=0.5, validator=at_least(0))
+        """Value loss coefficient."""
+        replay_ratio: float = attrs.field(default=0.0, validator=at_least(0))
+        """Minibatch updates per batch of data, in passes: round(replay_ratio x num_minibatches)
+        updates (fresh shuffles each pass, the last pass possibly partial; PufferLib's replay_ratio)
+        instead of update_epochs x num_minibatches. 0: update_epochs."""
+        max_grad_norm: float = attrs.field(default=0.5, validator=at_least(0))
+        """Clip the global gradient norm to this (0: no clipping)."""
+        adam_eps: float = 1e-5
+        """Optimizer epsilon (Adam's, or RMSprop's with optimizer=rmsprop)."""
+        prio_alpha: float = 0.0
+        """Prioritized segment sampling (0: off, uniform shuffled minibatches). Minibatches are
+        then env segments (one env's horizon steps) drawn with probability ~ sum|advantage|^alpha."""
+        prio_beta0: float = 0.2
+        """Prioritized sampling: initial importance-weight exponent, annealed to 1 over the run."""
+        torch_threads: int = 0
+        """CPU: torch.set_num_threads(N) when the agent is built; small networks run fastest on
+        one thread (0: leave torch's setting)."""
 
     # -- setup ---------------------------------------------------------------------------
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: PPO.Config | None = None, *, training: bool = True) -> None:
         cfg = config if config is not None else type(self).Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = backend.device
-        validate(cfg)
+        check_optimizer(cfg.optimizer)  # the rest is checked by Config's validators
         if cfg.torch_threads > 0 and dev.type == "cpu":
             torch.set_num_threads(cfg.torch_threads)
         t, n = cfg.horizon, spec.num_envs
@@ -428,32 +408,3 @@ class PPO:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_envs={self.spec.num_envs}, horizon={self.config.horizon}, device={self.device})"
-
-
-def validate(cfg: Config) -> None:
-    """One-line errors for PPO keys out of range."""
-    for key, value in (("horizon", cfg.horizon), ("update_epochs", cfg.update_epochs),
-                       ("num_minibatches", cfg.num_minibatches)):
-        if value < 1:
-            raise ConfigError(f"agent.{key}: must be >= 1, got {value}")
-    if cfg.advantage not in ("gae", "puff"):
-        raise ConfigError(f"agent.advantage: expected 'gae' or 'puff', got {cfg.advantage!r}")
-    if not cfg.lr > 0:
-        raise ConfigError(f"agent.lr: must be > 0, got {cfg.lr}")
-    if not 0 <= cfg.gamma <= 1 or not 0 <= cfg.gae_lambda <= 1:
-        raise ConfigError("agent.gamma / agent.gae_lambda: must lie in [0, 1]")
-    check_optimizer(cfg.optimizer)
-    if cfg.lr_schedule not in ("linear", "cosine"):
-        raise ConfigError(f"agent.lr_schedule: expected 'linear' or 'cosine', got {cfg.lr_schedule!r}")
-    if cfg.ent_schedule not in ("constant", "linear", "cosine"):
-        raise ConfigError(f"agent.ent_schedule: expected 'constant', 'linear' or 'cosine', got {cfg.ent_schedule!r}")
-    if not 0 <= cfg.min_lr_ratio <= 1:
-        raise ConfigError(f"agent.min_lr_ratio: must lie in [0, 1], got {cfg.min_lr_ratio}")
-    if not cfg.replay_ratio >= 0:
-        raise ConfigError(f"agent.replay_ratio: must be >= 0 (0: update_epochs), got {cfg.replay_ratio}")
-    if not 0 <= cfg.muon_momentum < 1:
-        raise ConfigError(f"agent.muon_momentum: must lie in [0, 1), got {cfg.muon_momentum}")
-    for key in ("reward_clamp", "vf_coef", "vf_clip_coef", "ent_coef", "ent_coef_final", "max_grad_norm"):
-        if not getattr(cfg, key) >= 0:
-            raise ConfigError(f"agent.{key}: must be >= 0, got {getattr(cfg, key)}")
-

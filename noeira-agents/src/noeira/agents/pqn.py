@@ -25,7 +25,6 @@ this one is ``agent.optimizer`` (Adam by default).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,66 +32,18 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.optim import OPTIMIZERS, load_optimizer_state, make_optimizer, scale_lr
+from noeira.agents.optim import check_optimizer, load_optimizer_state, make_optimizer, scale_lr
 from noeira.agents.precision import autocast, check_precision
 from noeira.agents.qnet import QNet
+from noeira.core.config import above, at_least, within
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
+from noeira.core.recipes import RecipeTables, pick_recipe
 from noeira.core.rng import restore_generator
 from noeira.core.spaces import Discrete, Encoded
 
 __all__ = ["PQN", "recipe"]
-
-
-@attrs.frozen
-class Config:
-    """PQN's hyperparameters (``agent.KEY=VALUE``)."""
-
-    horizon: int = 64
-    """Env steps per env in one collect; a learn() trains on horizon x num_envs transitions."""
-    update_epochs: int = 4
-    """Passes over the rollout in one learn()."""
-    num_minibatches: int = 16
-    """Minibatches per pass."""
-    lr: float = 1e-4
-    """Learning rate (the start value with anneal_lr)."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run."""
-    gamma: float = 0.99
-    """Discount factor."""
-    q_lambda: float = 0.95
-    """lambda of the Q(lambda) returns (0: one-step Q-learning targets, 1: Monte Carlo returns)."""
-    epsilon_start: float = 1.0
-    """ε of ε-greedy exploration at the start."""
-    epsilon_end: float = 0.05
-    """ε after exploration_fraction of the run."""
-    exploration_fraction: float = 0.2
-    """Fraction of the run over which ε falls linearly."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Widths of the hidden layers (after a CNN torso: its fully connected layers)."""
-    layer_norm: bool = True
-    """LayerNorm before each hidden ReLU (PQN's stabiliser in place of a target network)."""
-    network: str = "mlp"
-    """Torso: mlp (the observation flattened) or a CNN for frames (nature-cnn, impala-cnn)."""
-    network_options: dict[str, Any] = attrs.field(factory=dict)
-    """The torso's own options (PQN's Atari CNN: {norm = "layer"})."""
-    reward_scale: float = 1.0
-    """Multiply rewards by this before learning (PQN's CartPole: 0.1)."""
-    reward_clamp: float = 0.0
-    """Clip rewards to +- this first (0: off; Atari recipes: 1)."""
-    max_grad_norm: float = 10.0
-    """Clip the gradient norm to this (0: no clipping)."""
-    optimizer: str = "adam"
-    """Optimizer (the table in noeira.agents.optim)."""
-    adam_eps: float = 1e-8
-    """Adam's epsilon."""
-    precision: str = "fp32"
-    """fp32 | bf16: the forward passes under bfloat16 autocast; weights, optimizer state and losses float32."""
-    total_steps: int = 0
-    """Env steps the schedules (ε, lr) span; 0: the run's run.total_steps."""
-    torch_threads: int = 0
-    """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
 
 
 # CartPole-v1 / Acrobot-v1: purejaxql's pqn_cartpole.yaml (32 envs x 64 steps, 4 epochs of 16 minibatches, lr 1e-4
@@ -111,7 +62,7 @@ _ATARI_AGENT = {"horizon": 32, "update_epochs": 2, "num_minibatches": 32, "lr": 
                 "network": "nature-cnn", "network_options": {"norm": "layer"}, "hidden": [512], "reward_clamp": 1.0,
                 "max_grad_norm": 10.0}
 _ATARI_NOTE = "not verified: purejaxql's pqn_atari settings, not yet run to the end with noeira"
-RECIPES: dict[str, dict[str, dict[str, Any]]] = {
+RECIPES: RecipeTables = {
     "cartpole": {"*": _CLASSIC},
     "acrobot": {"*": _CLASSIC},
     "atari": {"cpu": {"env": {"num_envs": 16}, "agent": _ATARI_AGENT, "run": {"total_steps": 10_000_000, "log_interval": 10},
@@ -124,26 +75,68 @@ RECIPES: dict[str, dict[str, dict[str, Any]]] = {
 
 def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
     """Tuned defaults for ``env`` (None: no recipe; the agent's defaults apply)."""
-    by_backend = RECIPES.get("atari" if env.startswith("atari:") else env)
-    if by_backend is None:
-        return None
-    out = copy.deepcopy(dict(by_backend.get(backend, by_backend["*"])))
-    if backend == "cpu":
-        out.setdefault("agent", {}).setdefault("torch_threads", 1)
-    return out
+    return pick_recipe(RECIPES, env, backend, cpu_threads=1)
 
 
 class PQN:
     """PQN agent (entry point ``pqn``) for ``Discrete`` action spaces."""
 
-    Config = Config
+    @attrs.frozen
+    class Config:
+        """PQN's hyperparameters (``agent.KEY=VALUE``)."""
+
+        horizon: int = attrs.field(default=64, validator=at_least(1))
+        """Env steps per env in one collect; a learn() trains on horizon x num_envs transitions."""
+        update_epochs: int = attrs.field(default=4, validator=at_least(1))
+        """Passes over the rollout in one learn()."""
+        num_minibatches: int = attrs.field(default=16, validator=at_least(1))
+        """Minibatches per pass."""
+        lr: float = attrs.field(default=1e-4, validator=above(0))
+        """Learning rate (the start value with anneal_lr)."""
+        anneal_lr: bool = True
+        """Anneal the learning rate linearly to 0 over the run."""
+        gamma: float = attrs.field(default=0.99, validator=within(0, 1))
+        """Discount factor."""
+        q_lambda: float = attrs.field(default=0.95, validator=within(0, 1))
+        """lambda of the Q(lambda) returns (0: one-step Q-learning targets, 1: Monte Carlo returns)."""
+        epsilon_start: float = 1.0
+        """ε of ε-greedy exploration at the start."""
+        epsilon_end: float = 0.05
+        """ε after exploration_fraction of the run."""
+        exploration_fraction: float = attrs.field(default=0.2, validator=within(0, 1, open_low=True))
+        """Fraction of the run over which ε falls linearly."""
+        hidden: tuple[int, ...] = (256, 256)
+        """Widths of the hidden layers (after a CNN torso: its fully connected layers)."""
+        layer_norm: bool = True
+        """LayerNorm before each hidden ReLU (PQN's stabiliser in place of a target network)."""
+        network: str = "mlp"
+        """Torso: mlp (the observation flattened) or a CNN for frames (nature-cnn, impala-cnn)."""
+        network_options: dict[str, Any] = attrs.field(factory=dict)
+        """The torso's own options (PQN's Atari CNN: {norm = "layer"})."""
+        reward_scale: float = 1.0
+        """Multiply rewards by this before learning (PQN's CartPole: 0.1)."""
+        reward_clamp: float = 0.0
+        """Clip rewards to +- this first (0: off; Atari recipes: 1)."""
+        max_grad_norm: float = 10.0
+        """Clip the gradient norm to this (0: no clipping)."""
+        optimizer: str = "adam"
+        """Optimizer (the table in noeira.agents.optim)."""
+        adam_eps: float = 1e-8
+        """Adam's epsilon."""
+        precision: str = "fp32"
+        """fp32 | bf16: the forward passes under bfloat16 autocast; weights, optimizer state and losses float32."""
+        total_steps: int = 0
+        """Env steps the schedules (ε, lr) span; 0: the run's run.total_steps."""
+        torch_threads: int = 0
+        """CPU: torch.set_num_threads(N) when the agent is built (0: leave torch's setting)."""
 
     # -- setup ---------------------------------------------------------------------------------
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
-        cfg = config if config is not None else Config()
+    def __init__(self, spec: EnvSpec, backend: Backend, config: PQN.Config | None = None, *, training: bool = True) -> None:
+        cfg = config if config is not None else type(self).Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = torch.device(backend.device)
-        validate(cfg)
+        check_optimizer(cfg.optimizer)  # the rest is checked by Config's validators
+        check_precision(cfg.precision)
         if not isinstance(spec.action_space, Discrete):
             raise ConfigError(f"agent: PQN needs a Discrete action space, env {spec.name!r} has {spec.action_space!r}")
         if isinstance(spec.observation_space, Encoded):
@@ -288,19 +281,3 @@ class PQN:
 
     def __repr__(self) -> str:
         return f"PQN(num_envs={self.spec.num_envs}, horizon={self.config.horizon}, device={self.device})"
-
-
-def validate(cfg: Config) -> None:
-    """One-line errors for PQN keys out of range."""
-    for key in ("horizon", "update_epochs", "num_minibatches"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"agent.{key}: must be >= 1, got {getattr(cfg, key)}")
-    if not cfg.lr > 0:
-        raise ConfigError(f"agent.lr: must be > 0, got {cfg.lr}")
-    if not 0 <= cfg.gamma <= 1 or not 0 <= cfg.q_lambda <= 1:
-        raise ConfigError("agent.gamma / agent.q_lambda: must lie in [0, 1]")
-    if not 0 < cfg.exploration_fraction <= 1:
-        raise ConfigError(f"agent.exploration_fraction: must lie in (0, 1], got {cfg.exploration_fraction}")
-    if cfg.optimizer not in OPTIMIZERS:
-        raise ConfigError(f"agent.optimizer: unknown optimizer {cfg.optimizer!r} (known: {', '.join(OPTIMIZERS)})")
-    check_precision(cfg.precision)

@@ -14,7 +14,7 @@ noisy, distributional), factorised NoisyLinear, C51's projection, and ε schedul
   :class:`NoisyLinear`; its noise is redrawn by :meth:`QNet.resample_noise` (in place, from the
   agent's device generator: capture-safe), and ``mean_only`` acts with the mean weights.
 
-An MLP torso without dueling, noise or atoms is ``relu_mlp(obs_dim, hidden, A)`` built in the same
+An MLP torso without dueling, noise or atoms is ``mlp(obs_dim, hidden, A, nn.ReLU, orthogonal=False)`` built in the same
 order, so DQN's numbers (its recipes' seeds) are those of its former network.
 """
 

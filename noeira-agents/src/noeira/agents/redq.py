@@ -39,12 +39,14 @@ from torch import Tensor, nn
 
 from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
-from noeira.agents.offpolicy import UNTESTED, OffPolicyAgent, RecipeTables, frozen, pick_recipe
+from noeira.agents.offpolicy import OffPolicyAgent, frozen
 from noeira.agents.replay import Batch
 from noeira.agents.sac import SquashedGaussianActor
+from noeira.core.config import at_least
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
+from noeira.core.recipes import UNTESTED, RecipeTables, pick_recipe
 
 __all__ = ["REDQ", "RECIPES", "recipe"]
 
@@ -56,10 +58,10 @@ class REDQ(OffPolicyAgent):
     class Config(CriticConfig):
         """REDQ's keys (with the critics' and those every off-policy agent takes)."""
 
-        updates_per_step: int = 20
+        updates_per_step: int = attrs.field(default=20, validator=at_least(1))
         """Gradient updates per learn() call, i.e. per env step of all num_envs envs: G * num_envs for
         the paper's update-to-data ratio G (20)."""
-        num_critics: int = 10
+        num_critics: int = attrs.field(default=10, validator=at_least(1))
         """N: critics in the ensemble."""
         target_subset: int = 2
         """M: critics drawn at random for each update's target minimum (2 <= M <= N gives the
@@ -86,8 +88,6 @@ class REDQ(OffPolicyAgent):
 
     def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
         cfg = config
-        if cfg.num_critics < 1:
-            raise ConfigError(f"agent.num_critics: must be >= 1, got {cfg.num_critics}")
         if not 1 <= cfg.target_subset <= cfg.num_critics:
             raise ConfigError(f"agent.target_subset: must lie in [1, num_critics = {cfg.num_critics}], "
                               f"got {cfg.target_subset}")
@@ -165,10 +165,9 @@ class REDQ(OffPolicyAgent):
 RECIPES: RecipeTables = {
     # Pendulum: SAC's recipe (4 envs, 64-wide networks, 3-step returns) with REDQ's ensemble (N = 10, M = 2)
     # at G = 5 critic updates per transition (20 per call of 4 envs), learning from 500 steps, 4k steps in
-    # all (SAC's recipe: 8k). The policy is updated with every critic update here: once per transition
-    # (the paper's policy_delay = G) solved 3 of 5 seeds on the 2-core CPU (evals -148, -141, -159, -233,
-    # -255; seeds 3 and 4 still -223 and -272 at 6k steps), seed 3 then -172 (BENCHMARKS.md, "Recipes
-    # that solve").
+    # all (SAC's recipe: 8k). The policy is updated with every critic update here (the paper's
+    # policy_delay = G, once per transition, solved fewer seeds).
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": redq pendulum).
     "pendulum": {"*": {
         "env": {"num_envs": 4},
         "agent": {"hidden": [64, 64], "batch_size": 128, "buffer_size": 100_000, "learning_starts": 500,

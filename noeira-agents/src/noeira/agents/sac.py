@@ -38,18 +38,13 @@ from torch import Tensor, nn
 from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
 from noeira.agents.distributions import gaussian_log_prob, sde_draw, sde_noise, sde_redraw_, sde_std
-from noeira.agents.offpolicy import (
-    UNTESTED,
-    OffPolicyAgent,
-    RecipeTables,
-    frozen,
-    pick_recipe,
-    relu_mlp,
-)
+from noeira.agents.nets import mlp
+from noeira.agents.offpolicy import OffPolicyAgent, frozen
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
+from noeira.core.recipes import UNTESTED, RecipeTables, pick_recipe
 
 __all__ = ["RECIPES", "SAC", "SDEActor", "SquashedGaussianActor", "recipe"]
 
@@ -65,7 +60,7 @@ class SquashedGaussianActor(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], log_std_min: float,
                  log_std_max: float) -> None:
         super().__init__()
-        self.trunk = nn.Sequential(relu_mlp(obs_dim, hidden[:-1], hidden[-1]), nn.ReLU())
+        self.trunk = nn.Sequential(mlp(obs_dim, hidden[:-1], hidden[-1], nn.ReLU, orthogonal=False), nn.ReLU())
         self.head = nn.Linear(hidden[-1], 2 * act_dim)  # mean and log-std in one matmul
         self.log_std_min, self.log_std_max = log_std_min, log_std_max
 
@@ -93,7 +88,7 @@ class SDEActor(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], log_std_init: float) -> None:
         super().__init__()
-        self.trunk = nn.Sequential(relu_mlp(obs_dim, hidden[:-1], hidden[-1]), nn.ReLU())
+        self.trunk = nn.Sequential(mlp(obs_dim, hidden[:-1], hidden[-1], nn.ReLU, orthogonal=False), nn.ReLU())
         self.mu = nn.Linear(hidden[-1], act_dim)
         self.log_std = nn.Parameter(torch.full((hidden[-1], act_dim), float(log_std_init)))
 
@@ -253,9 +248,9 @@ RECIPES: RecipeTables = {
     # MountainCarContinuous-v0: rl-baselines3-zoo hyperparams/sac.yml (lr 3e-4, buffer 5e4, batch 512,
     # fixed temperature 0.1, one update per transition, gamma 0.9999, tau 0.01, learning from the start,
     # [64, 64], gSDE with log_std_init -3.67 and a new noise matrix every 32 steps (its train_freq), 5e4
-    # steps). On the 2-core CPU (BENCHMARKS.md, "Recipes that solve") 4 of 5 seeds solve (evals 93.8-94.7;
-    # seed 4 89.9, one episode in ten stalling); without gSDE the policy learned to stand still (white
-    # noise averages out before the car reaches the flag).
+    # steps); without gSDE the policy learns to stand still (white noise averages out before the car
+    # reaches the flag).
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": sac mountaincar-continuous).
     "mountaincar-continuous": {"*": {
         "env": {"num_envs": 4},
         "agent": {"hidden": [64, 64], "batch_size": 512, "buffer_size": 50_000, "learning_starts": 0,

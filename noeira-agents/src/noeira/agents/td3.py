@@ -42,20 +42,15 @@ from torch import Tensor, nn
 
 from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
-from noeira.agents.offpolicy import (
-    UNTESTED,
-    OffPolicyAgent,
-    RecipeTables,
-    frozen,
-    online_and_target,
-    pick_recipe,
-    relu_mlp,
-)
+from noeira.agents.nets import mlp
+from noeira.agents.offpolicy import OffPolicyAgent, frozen, online_and_target
 from noeira.agents.optim import masked_step
 from noeira.agents.replay import Batch
+from noeira.core.config import at_least
 from noeira.core.contracts import Backend, EnvSpec
 from noeira.core.distributed import sync_gradients
 from noeira.core.errors import ConfigError
+from noeira.core.recipes import UNTESTED, RecipeTables, pick_recipe
 
 __all__ = ["RECIPES", "TD3", "DeterministicActor", "DeterministicAgent", "DeterministicConfig", "recipe"]
 
@@ -65,7 +60,7 @@ class DeterministicActor(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...]) -> None:
         super().__init__()
-        self.net = relu_mlp(obs_dim, hidden, act_dim)
+        self.net = mlp(obs_dim, hidden, act_dim, nn.ReLU, orthogonal=False)
 
     def forward(self, obs: Tensor) -> Tensor:
         return torch.tanh(self.net(obs.flatten(1).float()))
@@ -239,14 +234,12 @@ class TD3(DeterministicAgent):
         """Standard deviation of the target policy smoothing noise."""
         noise_clip: float = 0.5
         """Clip of the target policy smoothing noise."""
-        policy_delay: int = 2
+        policy_delay: int = attrs.field(default=2, validator=at_least(1))
         """Critic updates per actor (and target) update, counted across learn() calls."""
 
     config: Config
 
     def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
-        if config.policy_delay < 1:
-            raise ConfigError(f"agent.policy_delay: must be >= 1, got {config.policy_delay}")
         super().__init__(spec, backend, config, training=training, num_critics=2, policy_delay=config.policy_delay,
                          policy_noise=config.policy_noise, noise_clip=config.noise_clip)
 
@@ -262,11 +255,8 @@ RECIPES: RecipeTables = {
     }},
     # MountainCarContinuous-v0: rl-baselines3-zoo hyperparams/td3.yml and ddpg.yml (Ornstein-Uhlenbeck
     # exploration noise, sigma 0.5; SB3's defaults otherwise: lr 1e-3, one update per transition, 3e5 steps),
-    # with [64, 64] networks, OU sigma 0.75 and 5e4 steps. On the 2-core CPU (BENCHMARKS.md, "Recipes
-    # that solve"): TD3 solves 4 of 5 seeds, 100-episode evals 92.6, 90.8, -1.0, 94.6, 94.0 (seed 2
-    # never reached the flag often enough and learned to stand still; ~110-185 s of training each);
-    # DDPG 5 of 5, 93.3-93.9 (sigma 0.5 over 3e4 steps had solved 2 of 5). With sigma 0.5 over 3e4
-    # steps TD3's seed 0 evaluated -4.7.
+    # with [64, 64] networks, OU sigma 0.75 and 5e4 steps.
+    # Measured: BENCHMARKS.md, "Recipes that solve" ("What the recipe comments measured": td3, ddpg mountaincar-continuous).
     "mountaincar-continuous": {"*": {
         "env": {"num_envs": 4},
         "agent": {"hidden": [64, 64], "batch_size": 256, "buffer_size": 100_000, "learning_starts": 1_000,

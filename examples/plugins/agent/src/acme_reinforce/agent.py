@@ -1,6 +1,7 @@
 """REINFORCE (Williams 1992): the Monte Carlo policy gradient, with the whole loop on the device.
 
-Read top to bottom: the hyperparameters (:class:`Config`), then the agent. ``collect`` runs the
+Read top to bottom: the agent, its hyperparameters first (:class:`Reinforce.Config`; the
+validators from ``noeira.core.config`` make a bad value a one-line error naming its key). ``collect`` runs the
 policy ``horizon`` steps in every env, writing observations, actions, rewards and episode ends
 into buffers ``[horizon, num_envs, ...]`` allocated once. ``learn`` computes every step's
 discounted return-to-go within the rollout,
@@ -36,32 +37,10 @@ import torch
 from torch import Tensor, nn
 
 from noeira.core import Backend, BatchedEnv, Box, ConfigError, Discrete, EnvSpec
+from noeira.core.config import above, at_least, within
 from noeira.core.distributed import sync_gradients
 
-__all__ = ["Config", "Reinforce"]
-
-
-@attrs.frozen
-class Config:
-    """REINFORCE hyperparameters (``agent.KEY=VALUE``)."""
-
-    horizon: int = attrs.field(default=128, validator=attrs.validators.ge(1))
-    """Env steps per env in one collect; the batch is horizon x num_envs transitions."""
-    gamma: float = attrs.field(default=0.99, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
-    """Discount factor."""
-    lr: float = attrs.field(default=1e-3, validator=attrs.validators.gt(0))
-    """Adam learning rate (the start value when annealing)."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run (run.total_steps)."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the policy MLP (tanh)."""
-    ent_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
-    """Entropy bonus coefficient."""
-    max_grad_norm: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
-    """Clip the gradient's global norm to this (0: no clipping)."""
-    torch_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    """CPU: torch.set_num_threads(N) when the agent is built (small networks run fastest on one
-    thread; 0: leave torch's setting)."""
+__all__ = ["Reinforce"]
 
 
 def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int) -> nn.Sequential:
@@ -82,10 +61,30 @@ class Reinforce:
     """REINFORCE (entry point ``reinforce``), built as ``Reinforce(spec, backend, config)``;
     ``training=False`` (``noeira eval``) builds it to act only, which changes nothing here."""
 
-    Config = Config
+    @attrs.frozen
+    class Config:
+        """REINFORCE hyperparameters (``agent.KEY=VALUE``)."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
-        cfg = config if config is not None else Config()
+        horizon: int = attrs.field(default=128, validator=at_least(1))
+        """Env steps per env in one collect; the batch is horizon x num_envs transitions."""
+        gamma: float = attrs.field(default=0.99, validator=within(0, 1))
+        """Discount factor."""
+        lr: float = attrs.field(default=1e-3, validator=above(0))
+        """Adam learning rate (the start value when annealing)."""
+        anneal_lr: bool = True
+        """Anneal the learning rate linearly to 0 over the run (run.total_steps)."""
+        hidden_sizes: tuple[int, ...] = (64, 64)
+        """Hidden layer widths of the policy MLP (tanh)."""
+        ent_coef: float = attrs.field(default=0.0, validator=at_least(0))
+        """Entropy bonus coefficient."""
+        max_grad_norm: float = attrs.field(default=0.5, validator=at_least(0))
+        """Clip the gradient's global norm to this (0: no clipping)."""
+        torch_threads: int = attrs.field(default=0, validator=at_least(0))
+        """CPU: torch.set_num_threads(N) when the agent is built (small networks run fastest on one
+        thread; 0: leave torch's setting)."""
+
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Reinforce.Config | None = None, *, training: bool = True) -> None:
+        cfg = config if config is not None else type(self).Config()
         self.config, self.spec, self.device = cfg, spec, backend.device
         dev, t, n = backend.device, cfg.horizon, spec.num_envs
         if any(h < 1 for h in cfg.hidden_sizes):

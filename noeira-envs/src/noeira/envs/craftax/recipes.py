@@ -8,9 +8,8 @@ PufferLib's Craftax config (16,384 agents, entropy 0.02). On cuda: that network,
 weights with fp32 masters, 16,384 envs, 1e9 steps, the compact observation (the rollout holds
 148 bytes a step instead of 1,345 floats; training is the same bit for bit); on a CPU a smaller
 network and a short run.
-On an H200 this recipe (``benchmarks/ppo_craftax.py --recipe quality`` runs it with the same
-values) trains at 5.6e6 steps/s and reached a mean return of 18.0 in 30 s of wall time, one
-seed (BENCHMARKS.md). The entropy coefficient is craftax.cu's 0.001 (PufferLib's 0.02 was not
+``benchmarks/ppo_craftax.py --recipe quality`` runs it with the same values; measured: BENCHMARKS.md,
+"What the recipe comments measured". The entropy coefficient is craftax.cu's 0.001 (PufferLib's 0.02 was not
 compared); the cosine decay to a tenth of the rate spans the run.
 """
 
