@@ -191,7 +191,7 @@ def test_t_maze_walk_turn_and_time_limit() -> None:
     r = env.step(torch.tensor([0, 0, 0]))
     assert env.obs[:, 2].tolist() == [1.0, 0.0, 1.0]  # at the junction
     r = env.step(torch.stack([1 + cue[0], torch.tensor(0), 2 - cue[2]]))
-    assert r.reward.tolist() == [1.0, 0.0, -1.0] and r.terminated.tolist() == [True, False, True]
+    assert r.reward.tolist() == [1.0, 0.0, 0.0] and r.terminated.tolist() == [True, False, True]
     assert env.max_episode_steps == 4 * 2 + 4
     for t in range(9):  # env 1 waits at the junction: truncated at step 12, reward 0
         r = env.step(torch.zeros(3, dtype=torch.long))

@@ -16,7 +16,7 @@ name                the task                                               memor
 
 Observations are ``Box(0, 1)`` float vectors (one-hot symbols and flags), actions
 ``Discrete``. Each env's docstring gives its spaces and rewards. Every episode's return lies in
-``[-1, 1]`` (as POPGym's): ``env.best_return`` is what a perfect memory earns (1), and
+``[-1, 1]`` (as POPGym's; ``t-maze``: ``[0, 1]``): ``env.best_return`` is what a perfect memory earns (1), and
 ``env.chance_return`` the best expected return of a policy that sees only the current
 observation (it cannot remember), so a result reads as where it lies between the two. Each
 reports ``episode_accuracy``: the fraction of the episode's answers that were right

@@ -13,7 +13,8 @@ __all__ = ["MemoryEnv"]
 
 class MemoryEnv(TensorEnv):
     """A :class:`~noeira.core.TensorEnv` whose episodes are scored by answers: each right one
-    earns ``+1 / answers``, each wrong one ``-1 / answers`` (so returns lie in ``[-1, 1]``).
+    earns ``+1 / answers``, each wrong one ``-1 / answers`` (so returns lie in ``[-1, 1]``;
+    ``t-maze`` pays 1 or 0 for its one answer).
 
     A subclass sets ``answers`` (answers per episode), ``memory_steps`` and ``chance_return``,
     names its state tensors in ``state_keys`` (attributes of the same names; ``t``, the step

@@ -30,7 +30,7 @@ class Autoencode(MemoryEnv):
 
     @attrs.frozen
     class Config:
-        length: int = attrs.field(default=8, validator=attrs.validators.ge(1))
+        length: int = attrs.field(default=4, validator=attrs.validators.ge(1))
         """Symbols to watch and recite (the first is recalled 2 * length - 1 steps after it was shown)."""
         symbols: int = attrs.field(default=4, validator=attrs.validators.ge(2))
         """Distinct symbols (POPGym: the 4 suits)."""

@@ -19,13 +19,15 @@ class TMaze(MemoryEnv):
     junction (cell ``length``) with ``cues`` arms. At the first step it sees the cue (which arm
     pays); after that the corridor shows nothing, the junction only that it is the junction.
     Action 0 walks forward (it stays put at the junction); action ``1 + i`` turns into arm
-    ``i``, which ends the episode at the junction (+1 for the cued arm, -1 for another) and
-    does nothing in the corridor. The episode is truncated after ``4 * length + 4`` steps.
+    ``i``, which ends the episode at the junction (reward 1 for the cued arm, 0 for another)
+    and does nothing in the corridor. The episode is truncated after ``4 * length + 4`` steps
+    (reward 0). A wrong turn costs no more than never turning, so guessing is never worse than
+    waiting: what a policy without memory can do is walk there and guess.
 
     Observation ``Box(0, 1, (cues + 1,))``: the cue one-hot (first step only), then 1.0 at the
     junction. Action ``Discrete(cues + 1)``. Memory: ``length`` steps at least (the cue is
     seen at step 0, the junction reached at step ``length`` by walking straight there).
-    Chance: walk to the junction and guess (0 with two arms; with more, never turning, 0).
+    Chance: walk to the junction and guess, ``1 / cues``.
     State: ``cue``, ``pos``, ``t``, ``correct`` (``[N]`` int64). Unlike the example plugin's
     ``cue-corridor`` (which walks by itself), the policy walks: it must act while it holds
     the cue."""
@@ -46,7 +48,7 @@ class TMaze(MemoryEnv):
         super().__init__(num_envs, backend, obs_dim=k + 1, num_actions=k + 1,
                          max_episode_steps=4 * config.length + 4, seed=seed)
         self.answers, self.memory_steps = 1, config.length
-        self.chance_return = max(0.0, (2 - k) / k)
+        self.chance_return = 1.0 / k
         self.cue = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         self.pos = torch.zeros_like(self.cue)
 
@@ -59,7 +61,9 @@ class TMaze(MemoryEnv):
         action = action.long()
         at_junction = self.pos >= self.config.length
         turn = at_junction & (action > 0)
-        reward = self.score(turn, action - 1 == self.cue)
+        right = action - 1 == self.cue
+        self.score(turn, right)
+        reward = (turn & right).float()
         self.pos += ((action == 0) & ~at_junction).long()
         self.t += 1
         return reward, turn

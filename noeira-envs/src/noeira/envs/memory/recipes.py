@@ -1,0 +1,35 @@
+"""PPO recipes for the memory suite, served through the ``noeira_recipe`` hook
+(:mod:`noeira.envs.recipes`), for any network: the network's own settings (the recurrent
+networks' learning rate, ``networks (noeira-agents)``) are layered below, the user's above.
+
+Sized for the short settings (each task's defaults, memory <= 16 steps): 64 envs x 64 steps a
+rollout (the horizon is how far back the update's gradients reach: it spans several episodes),
+4 epochs of 4 minibatches, 5e5 steps. The answers of ``repeat-*``, ``count-recall`` and
+``autoencode`` are scored at every step and an action changes no later reward, so a short
+discount (``gamma`` 0.5) gives the critic an easy target and the advantage less noise (the LSTM
+on ``repeat-previous``: 0.99 of 1.0 after 1.7e5 steps with 0.5, 0.58 with 0.99); ``t-maze`` pays
+only at the junction, ``length`` steps on: 0.99 there. The long settings need longer horizons
+and budgets (``benchmarks/memory.py``, ``LONG``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["STEPS", "ppo_recipe"]
+
+STEPS = 500_000
+"""The budget at 64 envs."""
+
+
+def ppo_recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any]:
+    """``{"env": ..., "agent": ..., "run": ...}`` for PPO on ``env`` (a memory task);
+    ``num_envs`` (None: the recipe's 64) scales the budget so the number of updates stays."""
+    n = num_envs or 64
+    return {
+        "env": {"num_envs": n},
+        "agent": {"horizon": 64, "update_epochs": 4, "num_minibatches": 4,
+                  "gamma": 0.99 if env == "t-maze" else 0.5, "gae_lambda": 0.95, "ent_coef": 0.01,
+                  **({"torch_threads": 1} if backend == "cpu" else {})},
+        "run": {"total_steps": STEPS * n // 64, "log_interval": 4},
+    }
