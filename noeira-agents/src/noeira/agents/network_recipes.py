@@ -12,6 +12,12 @@ cue seen ``k`` steps ago starts as a small part of it) grow by at most about ``l
 step. At 2.5e-4, MinGRU carried one bit for 8 steps only in its argmax after 3e5 steps (training
 return ~0.1 of 1.0); at 3e-3 both networks learn it in ~2e4 steps, and the LSTM learns a
 16-step cue in half the steps it needs at 2.5e-4.
+
+The layer leaves the horizon alone: it is also how far back the update's gradients reach (each
+segment is replayed from its stored state, truncated backprop through time), and PPO's 128
+steps span the short memory tasks several times over; memory that reaches further back is
+carried while acting but learned only within a segment, so an env whose memory spans more sets
+its horizon in its own recipe (``benchmarks/memory.py`` does for the suite's long settings).
 """
 
 from __future__ import annotations
