@@ -17,12 +17,14 @@ nox.options.reuse_existing_virtualenvs = True
 
 # CPU build first, so pip never pulls the multi-GB CUDA build for a laptop or CI.
 TORCH = "torch==2.13.0"
-DISTS = ["./noeira-core[plot,video]", "./noeira-envs[gymnasium,mujoco]", "./noeira-agents", "./noeira-physics",
-         "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin"]
+DISTS = ["./noeira-core[plot,video,data,export]", "./noeira-envs[gymnasium,mujoco,atari]", "./noeira-agents", "./noeira-physics",
+         "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin",
+         *[f"./examples/plugins/{kind}" for kind in ("env", "agent", "network", "physics", "graph", "logger")]]
 # the references the tests compare against: gymnasium's v5 MuJoCo envs, Stable-Baselines3 (the
 # VecEnv bridge), JAX Craftax on CPU jax (Craftax-Classic); Triton, whose interpreter runs the
-# Craftax kernels on the CPU
-TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0", "stable-baselines3>=2.3", "craftax==1.6.1", "jax[cpu]", "triton"]
+# Craftax kernels on the CPU; OpenCV, which gymnasium's AtariPreprocessing resizes with (the Atari env's reference)
+TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0", "stable-baselines3>=2.3", "craftax==1.6.1", "jax[cpu]", "triton",
+             "opencv-python-headless"]
 
 
 def _has_cuda() -> bool:
