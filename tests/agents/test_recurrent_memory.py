@@ -195,7 +195,8 @@ def test_issue_32_cue_at_defaults(network: str, plain_cue: str, tmp_path: Path) 
 
 # -- the memory suite: PPO with agent.network the only setting -----------------------------------
 
-def _suite_run(task: str, network: str, tmp_path: Path, seed: int = 0, **run) -> tuple[float, dict]:
+def _suite_run(task: str, network: str, tmp_path: Path, seed: int = 0, eval_episodes: int = 100,
+               **run) -> tuple[float, dict]:
     """``noeira train env=TASK agent.network=NETWORK run.seed=SEED backend=cpu``: the final
     100-episode evaluation and the env's bounds."""
     import attrs
@@ -203,7 +204,8 @@ def _suite_run(task: str, network: str, tmp_path: Path, seed: int = 0, **run) ->
     from noeira.core import make_env
 
     cfg = resolve({"backend": "cpu", "env": {"name": task}, "agent": {"name": "ppo", "network": network},
-                   "run": {"seed": seed, "eval_episodes": 100, "progress": False, "checkpoint_minutes": 0, **run}})
+                   "run": {"seed": seed, "eval_episodes": eval_episodes, "progress": False, "checkpoint_minutes": 0,
+                           **run}})
     bounds = make_env(task, num_envs=1, backend="cpu", **attrs.asdict(cfg.env.config)).describe()
     record = train(cfg, run_dir=tmp_path / f"{task}-{network}-{seed}")
     return record["final_eval"]["mean_return"], bounds
@@ -217,8 +219,9 @@ MEMORY_TASKS = ("repeat-first", "repeat-previous", "count-recall", "t-maze", "au
 def test_a_memoryless_policy_stays_near_chance(task: str, tmp_path: Path) -> None:
     """The tasks need memory: PPO's MLP, with the suite's recipe (5e4 steps: it has learned what
     it can, the best answer to the current observation), evaluates within a tenth of the way
-    from chance to the best return."""
-    ret, b = _suite_run(task, "mlp", tmp_path, total_steps=50_000)
+    from chance to the best return. Over 1,000 episodes: t-maze's memoryless policy is right
+    half the time, and 100 episodes' mean has a standard deviation of 0.05, the whole margin."""
+    ret, b = _suite_run(task, "mlp", tmp_path, total_steps=50_000, eval_episodes=1000)
     assert ret <= b["chance_return"] + 0.1 * (b["best_return"] - b["chance_return"]), (ret, b)
 
 
