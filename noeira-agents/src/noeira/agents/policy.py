@@ -72,7 +72,8 @@ class ActorCriticConfig:
     step (one more critic pass per step); at-end: the truncated envs' final observations and
     recurrent states are kept and valued in one pass at the end of the rollout, the same
     numbers, exact when an env truncates at most once per rollout; auto: at-end where the env
-    promises that (it truncates only at a time limit of at least horizon steps), else every-step."""
+    promises that (it truncates only at a time limit of at least horizon steps, or has no time
+    limit and so never truncates), else every-step."""
 
 
 def precision_of(cfg: ActorCriticConfig) -> str:
