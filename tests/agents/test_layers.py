@@ -1,4 +1,4 @@
-"""The one MLP builder (noeira.agents.nets.mlp) draws the same weights as the three it replaced:
+"""The one MLP builder (noeira.agents.layers.mlp) draws the same weights as the three it replaced:
 the on-policy orthogonal MLP, the off-policy ReLU MLP with torch's init, and the ensemble of k."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-from noeira.agents.nets import EnsembleLinear, layer_init, mlp
+from noeira.agents.layers import EnsembleLinear, layer_init, mlp
 
 
 def _same(a: nn.Module, b: nn.Module) -> bool:

@@ -13,7 +13,7 @@ import torch
 from noeira.agents import ppo
 from noeira.agents.distributions import CategoricalHead, GaussianHead, SDEGaussianHead, make_head
 from noeira.agents.ppo import PPO
-from noeira.agents.rollout import Rollout, gae, puff_advantage
+from noeira.agents.rollout_buffer import RolloutBuffer, gae, puff_advantage
 from noeira.core import Box, Discrete, MultiDiscrete, TensorEnv, get_backend, make_agent, make_env
 from noeira.core.config import field_docs
 from noeira.core.driver import resolve
@@ -103,9 +103,9 @@ def _reference_advantages(d: dict[str, torch.Tensor], gamma: float, lam: float, 
     return out
 
 
-def _fill(d: dict[str, torch.Tensor]) -> Rollout:
+def _fill(d: dict[str, torch.Tensor]) -> RolloutBuffer:
     t, n = d["rewards"].shape
-    buf = Rollout(t, n, 1, (), torch.int64, "cpu")
+    buf = RolloutBuffer(t, n, 1, (), torch.int64, "cpu")
     buf.rewards.copy_(d["rewards"])
     buf.values.copy_(d["values"])
     buf.final_values.copy_(d["final_values"])

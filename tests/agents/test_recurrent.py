@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from noeira.agents import mingru_scan
-from noeira.agents.nets import AlignedInput, layer_init
+from noeira.agents.layers import AlignedInput, layer_init
 from noeira.agents.networks import LSTM, MinGRU, linear_scan
 from noeira.agents.onpolicy import schedule
 from noeira.agents.precision import MasterWeights

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from noeira.agents.nets import EnsembleLinear
+from noeira.agents.layers import EnsembleLinear
 from noeira.agents.redq import REDQ
 from noeira.core.api import make_agent, make_env
 from noeira.core.config import field_docs

@@ -12,7 +12,7 @@ from torch import nn
 
 from noeira.agents.critics import project_categorical
 from noeira.agents.dqn import DQN
-from noeira.agents.nets import mlp
+from noeira.agents.layers import mlp
 from noeira.agents.prioritized import SumTree
 from noeira.agents.qnet import NoisyLinear, QNet
 from noeira.agents.replay import ReplayBuffer

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from noeira.agents.exportable import FeedForwardPolicy
 from noeira.agents.imitation import ConvEncoder, Demonstrations, Normalizer, load_demonstrations
-from noeira.agents.nets import mlp
+from noeira.agents.layers import mlp
 from noeira.agents.networks import activation
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
 from noeira.core.config import above, at_least, one_of

@@ -34,7 +34,7 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import layer_init
+from noeira.agents.layers import layer_init
 from noeira.agents.networks import activation, network_options
 from noeira.core import registry
 from noeira.core.config import one_of

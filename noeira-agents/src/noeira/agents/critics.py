@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from noeira.agents.nets import EnsembleLinear, mlp
+from noeira.agents.layers import EnsembleLinear, mlp
 from noeira.agents.offpolicy import OffPolicyConfig, QEnsemble, online_and_target
 from noeira.agents.replay import Batch
 from noeira.core.errors import ConfigError

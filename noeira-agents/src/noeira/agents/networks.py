@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from noeira.agents import mingru_scan
-from noeira.agents.nets import AlignedInput, layer_init, mlp, space_dim
+from noeira.agents.layers import AlignedInput, layer_init, mlp, space_dim
 from noeira.core.config import one_of, structure
 from noeira.core.contracts import NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError

@@ -27,7 +27,7 @@ under bfloat16 autocast (:mod:`noeira.agents.precision`); weights, optimizer sta
 targets and losses stay float32, and acting (``collect``, ``act``) stays float32.
 
 With ``norm_obs`` every network reads ``(obs - mean) / std`` (clipped to ±10), the running
-statistics of every observation collected (:class:`~noeira.agents.nets.RunningMeanStd`, in
+statistics of every observation collected (:class:`~noeira.agents.layers.RunningMeanStd`, in
 ``nets["obs_rms"]``, so checkpoints keep them): ``collect`` folds each batch in before acting,
 the buffer keeps raw observations and ``learn`` normalises sampled ones with the statistics of
 the moment, as FastTD3 (Seo et al. 2025) does.
@@ -47,7 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from noeira.agents.exportable import FeedForwardPolicy
-from noeira.agents.nets import EnsembleLinear, RunningMeanStd, mlp, space_dim
+from noeira.agents.layers import EnsembleLinear, RunningMeanStd, mlp, space_dim
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
 from noeira.agents.precision import autocast, check_precision
 from noeira.agents.replay import Batch, ReplayBuffer

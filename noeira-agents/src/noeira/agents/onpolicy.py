@@ -26,7 +26,7 @@ from noeira.agents.exportable import FeedForwardPolicy, RecurrentPolicy
 from noeira.agents.optim import make_optimizer
 from noeira.agents.policy import ActorCritic, ActorCriticConfig, precision_of
 from noeira.agents.precision import MasterWeights, autocast
-from noeira.agents.rollout import RewardScaler, Rollout
+from noeira.agents.rollout_buffer import RewardScaler, RolloutBuffer
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
 from noeira.core.rng import restore_generator
@@ -58,7 +58,7 @@ class ActorCriticRollout:
         # a network that reads raw observations (a CNN on uint8 frames) gets them stored as they are
         self.store_code = (self.policy.decode is not None or self.policy.reads_raw) and not cfg.norm_obs
         code = (tuple(space.shape), space.dtype) if self.store_code else None
-        self.buf = Rollout(horizon, n, self.policy.obs_dim, head.action_shape, head.action_dtype, dev, init, code)
+        self.buf = RolloutBuffer(horizon, n, self.policy.obs_dim, head.action_shape, head.action_dtype, dev, init, code)
         # the one generator for sampling actions and minibatches, seeded from torch's global RNG
         # (which the driver seeds with run.seed)
         self.generator = backend.generator(int(torch.randint(0, 2**62, (1,)).item()))

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from noeira.agents.cnn import network_class
 from noeira.agents.distributions import make_head
-from noeira.agents.nets import RunningMeanStd, space_dim
+from noeira.agents.layers import RunningMeanStd, space_dim
 from noeira.agents.precision import PRECISIONS, check_precision
 from noeira.core.config import at_least
 from noeira.core.contracts import EnvSpec, NetworkSpec, PolicyState

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from noeira.agents.cnn import network_class
-from noeira.agents.nets import space_dim
+from noeira.agents.layers import space_dim
 from noeira.core.contracts import NetworkSpec
 from noeira.core.errors import ConfigError
 

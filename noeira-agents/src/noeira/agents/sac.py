@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
 from noeira.agents.distributions import gaussian_log_prob, sde_draw, sde_noise, sde_redraw_, sde_std
-from noeira.agents.nets import mlp
+from noeira.agents.layers import mlp
 from noeira.agents.offpolicy import OffPolicyAgent, frozen
 from noeira.agents.replay import Batch
 from noeira.core.contracts import Backend, EnvSpec

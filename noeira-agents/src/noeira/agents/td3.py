@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from noeira.agents import mujoco_recipes
 from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
-from noeira.agents.nets import mlp
+from noeira.agents.layers import mlp
 from noeira.agents.offpolicy import OffPolicyAgent, frozen, online_and_target
 from noeira.agents.optim import masked_step
 from noeira.agents.replay import Batch

@@ -1,5 +1,6 @@
-"""On-policy pieces shared by PPO and A2C: rollout storage on the device, advantage
-estimators (GAE and PufferLib's "puff advantage") and reward scaling.
+"""The on-policy rollout buffer PPO and A2C share (:class:`RolloutBuffer`, storage on the device),
+the advantage estimators computed over it (GAE and PufferLib's "puff advantage") and reward
+scaling. The acting and collecting that fill it are :class:`~noeira.agents.onpolicy.ActorCriticRollout`'s.
 
 Shapes: ``T = horizon``, ``N = num_envs``. Row ``t`` of every buffer describes the step taken
 from ``obs[t]``: ``reward[t]``, ``terminated[t]``, ``truncated[t]`` are what that step
@@ -12,13 +13,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import RunningMeanStd
+from noeira.agents.layers import RunningMeanStd
 from noeira.core.contracts import PolicyState
 
-__all__ = ["RewardScaler", "Rollout", "gae", "puff_advantage"]
+__all__ = ["RewardScaler", "RolloutBuffer", "gae", "puff_advantage"]
 
 
-class Rollout(nn.Module):
+class RolloutBuffer(nn.Module):
     """``T x N`` transitions, preallocated on the device (buffers, not saved in checkpoints)."""
 
     def __init__(self, horizon: int, num_envs: int, obs_dim: int, action_shape: tuple[int, ...],
@@ -77,7 +78,7 @@ def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor
         delta_t = r_t + gamma * (1 - terminated_t) * V_next_t - V_t
         A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1},      A_T = 0
 
-    ``V_next_t`` from :meth:`Rollout.next_values` (so truncation bootstraps, termination does
+    ``V_next_t`` from :meth:`RolloutBuffer.next_values` (so truncation bootstraps, termination does
     not); the recursion stops at every episode end. Writes and returns ``out``.
     """
     deltas = rewards + gamma * (1.0 - terminated) * next_values - values

@@ -1,5 +1,6 @@
-"""Contracts v2: dict env state, per-episode statistics, resets listed for the envs that ended, recipes
-through the hook, the rank-aware core and the network seam."""
+"""The seams a plugin plugs into, end to end: dict env state, per-episode statistics, resets listed
+for the envs that ended, recipes through the hook (layering, errors, --help), the rank-aware core
+(rank, world size, seeds, who writes the run) and networks found by name."""
 
 from __future__ import annotations
 
