@@ -15,4 +15,8 @@ def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None) -> d
         from noeira.envs.craftax.recipes import ppo_recipe
 
         return ppo_recipe(backend, num_envs)
+    if agent == "ppo" and env == "craftax":
+        from noeira.envs.craftax_full.recipes import ppo_recipe as full_recipe
+
+        return full_recipe(backend, num_envs)
     return None
