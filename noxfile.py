@@ -1,6 +1,7 @@
-"""nox sessions: tests (backend x graph), lint, demo, bench.
+"""nox sessions: tests (backend x graph), slow (the learning tests), lint, demo, bench.
 
     nox -s tests            # every combination; those that need CUDA skip without it
+    nox -s slow             # the learning tests (marked slow): minutes, on the CPU
     nox -s lint demo
     nox --no-venv -s tests  # use the current environment as it is (e.g. the GPU machine)
 """
@@ -12,17 +13,19 @@ import subprocess
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "slow"]
 nox.options.reuse_existing_virtualenvs = True
 
 # CPU build first, so pip never pulls the multi-GB CUDA build for a laptop or CI.
 TORCH = "torch==2.13.0"
-DISTS = ["./noeira-core[plot,video]", "./noeira-envs[gymnasium,mujoco]", "./noeira-agents", "./noeira-physics",
-         "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin"]
+DISTS = ["./noeira-core[plot,video,data,export]", "./noeira-envs[gymnasium,mujoco,atari]", "./noeira-agents", "./noeira-physics",
+         "./noeira-cuda", "./noeira-robot", "./examples/noeira-example-plugin",
+         *[f"./examples/plugins/{kind}" for kind in ("env", "agent", "network", "physics", "graph", "logger")]]
 # the references the tests compare against: gymnasium's v5 MuJoCo envs, Stable-Baselines3 (the
 # VecEnv bridge), JAX Craftax on CPU jax (Craftax-Classic); Triton, whose interpreter runs the
-# Craftax kernels on the CPU
-TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0", "stable-baselines3>=2.3", "craftax==1.6.1", "jax[cpu]", "triton"]
+# Craftax kernels on the CPU; OpenCV, which gymnasium's AtariPreprocessing resizes with (the Atari env's reference)
+TEST_DEPS = ["pytest>=8", "gymnasium[mujoco]>=1.0", "stable-baselines3>=2.3", "craftax==1.6.1", "jax[cpu]", "triton",
+             "opencv-python-headless"]
 
 
 def _has_cuda() -> bool:
@@ -49,7 +52,16 @@ def tests(session: nox.Session, backend: str, graph: str) -> None:
         session.skip("graph backends record only on cuda (on cpu they are the eager path)")
     _install(session, *TEST_DEPS)
     env = {"NOEIRA_TEST_BACKEND": backend, "NOEIRA_GRAPH_BACKEND": graph}
-    session.run("pytest", *(session.posargs or ["-q"]), env=env)
+    session.run("pytest", *(session.posargs or ["-q"]), "-m", "not slow", env=env)
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """The learning tests (marked ``slow``: each trains an agent until it solves a task), on the
+    CPU: kept out of ``tests`` so that the suite everyone runs stays within minutes."""
+    _install(session, *TEST_DEPS)
+    env = {"NOEIRA_TEST_BACKEND": "cpu", "NOEIRA_GRAPH_BACKEND": "eager"}
+    session.run("pytest", *(session.posargs or ["-q"]), "-m", "slow", env=env)
 
 
 @nox.session

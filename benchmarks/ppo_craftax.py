@@ -8,7 +8,8 @@ the recipes that apply < this script's ``--recipe`` layer < ``--set`` overrides)
 
 - **throughput**: 4 warm-up iterations (a graph backend records on them, timed apart), then
   ``--iterations`` collect+learn iterations between two device synchronisations;
-- **score** (with ``--seconds`` or ``--steps``): a fresh seeded run trained until the budget,
+- **score** (with ``--seconds`` or ``--steps``): a fresh seeded run trained until the budget (its
+  steps/s from the first statistics read to the last: warm-up and recording left out),
   the episode statistics read every ``--log-every`` iterations (each read is one host sync,
   counted in the wall time): mean return, Craftax score and each achievement's success rate
   at that point, over env steps and seconds of training (warm-up and recording included).
@@ -24,6 +25,11 @@ commit, the device, throughput and the score curve) is appended to FILE.
     python benchmarks/ppo_craftax.py --recipe quality --steps 1e9 --json craftax-1e9.json
     python benchmarks/ppo_craftax.py --recipe throughput --num-envs 65536 --graph device --seconds 0
     python benchmarks/ppo_craftax.py --env craftax --recipe hook --num-envs 8192 --steps 5e7   # the full game
+    python benchmarks/ppo_craftax.py --recipe quality --seeds 0,1,2 --seconds 30 --iterations 0 \
+        --json craftax-30s.json                                               # the 30-second score, 3 seeds
+
+Every episode starts in a world of its own (the env generates one for each reset), so a seed's
+score is over fresh worlds; with several ``--seeds`` a last line gives the mean and spread.
 """
 
 from __future__ import annotations
@@ -166,7 +172,11 @@ def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: in
     last = curve[-1] if curve else {}
     achievements = {k.removeprefix("episode_achievement_"): v for k, v in last.items()
                     if k.startswith("episode_achievement_")}
-    return {"env_steps": done, "seconds": time.perf_counter() - t0, "episode_return": last.get("episode_return"),
+    # training speed over the budget after the first read (warm-up and recording left out; the reads counted)
+    first = curve[0] if len(curve) > 1 else {}
+    rate = ((last["env_steps"] - first["env_steps"]) / (last["seconds"] - first["seconds"])) if first else None
+    return {"env_steps": done, "seconds": time.perf_counter() - t0, "steps_per_second": rate,
+            "episode_return": last.get("episode_return"),
             "craftax_score": last.get("craftax_score"), "achievements": achievements, "curve": curve}
 
 
@@ -193,6 +203,7 @@ def main() -> int:
     p.add_argument("--total-steps", type=float, default=1e9, help="the run length the schedules span")
     p.add_argument("--log-every", type=int, default=10, help="score phase: iterations between statistics reads")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="", help="comma list of seeds, one run each (default: --seed)")
     p.add_argument("--json", help="append one JSON line per combination here")
     p.add_argument("--profile", action="store_true", help="after the throughput phase: the top kernels of one "
                    "eager collect and one eager learn (torch.profiler)")
@@ -221,27 +232,28 @@ def main() -> int:
         "precision": _csv(args.precision) or [None],
         "optimizer": _csv(args.optimizer) or [None],
         "obs": _csv(args.obs) or [None],
+        "seed": _csv(args.seeds, int) or [args.seed],
     }
     device = torch.cuda.get_device_name() if backend.device.type == "cuda" else "cpu"
     print(f"PPO on {ENV}, {backend.name} ({device}), recipe {args.recipe}, commit {commit()}")
-    header = (f"{'envs':>7} {'graph':>7} {'network':>7} {'precision':>11} {'optim':>6} {'obs':>8} {'steps/s':>10} "
+    header = (f"{'envs':>7} {'graph':>7} {'network':>7} {'precision':>11} {'optim':>6} {'obs':>8} {'seed':>4} {'steps/s':>10} "
               f"{'collect s':>9} {'learn s':>8} "
-              f"{'score steps':>11} {'seconds':>8} {'return':>7} {'craftax':>8}")
+              f"{'score steps':>11} {'seconds':>8} {'score sps':>9} {'return':>7} {'craftax':>8}")
     print(header)
     rows = []
-    for num_envs, graph, network, precision, optimizer, obs in itertools.product(*axes.values()):
+    for num_envs, graph, network, precision, optimizer, obs, seed in itertools.product(*axes.values()):
         agent = {**RECIPES[args.recipe], **extra}
         for key, value in (("network", network), ("precision", precision), ("optimizer", optimizer)):
             if value is not None:
                 agent[key] = value
         if agent.get("optimizer") == "muon" and "lr" not in extra:
             agent["lr"] = 0.02  # Muon's orthogonalised step wants a larger rate than Adam's
-        cfg = _config(backend.name, num_envs, args.seed, agent, int(args.total_steps), {"obs": obs} if obs else None)
+        cfg = _config(backend.name, num_envs, seed, agent, int(args.total_steps), {"obs": obs} if obs else None)
         a = cfg.agent.config
         obs = cfg.env.config.obs
         row: dict[str, Any] = {"num_envs": num_envs, "graph": graph, "obs": obs, "network": a.network, "precision": a.precision,
                                "optimizer": a.optimizer, "hidden_sizes": list(a.hidden_sizes), "horizon": a.horizon,
-                               "recipe": args.recipe, "agent": agent, "backend": backend.name, "device": device,
+                               "recipe": args.recipe, "seed": seed, "agent": agent, "backend": backend.name, "device": device,
                                "commit": commit(), "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
         if args.iterations > 0:
             row.update(throughput(cfg, graph, args.iterations, args.profile))
@@ -249,15 +261,22 @@ def main() -> int:
             row["score"] = score(cfg, graph, args.seconds, args.steps, args.log_every)
         s = row.get("score", {})
         fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-        print(f"{num_envs:>7} {graph:>7} {a.network:>7} {a.precision:>11} {a.optimizer:>6} {obs:>8} "
+        print(f"{num_envs:>7} {graph:>7} {a.network:>7} {a.precision:>11} {a.optimizer:>6} {obs:>8} {seed:>4} "
               f"{fmt(row.get('steps_per_second'), '10.3g')} {fmt(row.get('collect_seconds'), '9.3f')} "
               f"{fmt(row.get('learn_seconds'), '8.3f')} {fmt(s.get('env_steps'), '11.3g')} "
-              f"{fmt(s.get('seconds'), '8.1f')} {fmt(s.get('episode_return'), '7.2f')} "
+              f"{fmt(s.get('seconds'), '8.1f')} {fmt(s.get('steps_per_second'), '9.3g')} "
+              f"{fmt(s.get('episode_return'), '7.2f')} "
               f"{fmt(s.get('craftax_score'), '8.2f')}", flush=True)
         rows.append(row)
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
+    scores = [r["score"]["episode_return"] for r in rows if r.get("score", {}).get("episode_return") is not None]
+    if len(axes["seed"]) > 1 and scores:
+        mean = sum(scores) / len(scores)
+        sd = (sum((x - mean) ** 2 for x in scores) / max(1, len(scores) - 1)) ** 0.5
+        print(f"\nmean return over {len(scores)} runs (seeds {','.join(map(str, axes['seed']))}): {mean:.2f} "
+              f"(sd {sd:.2f}; each {', '.join(f'{x:.2f}' for x in scores)})")
     for row in rows:
         ach = row.get("score", {}).get("achievements")
         if ach:

@@ -52,13 +52,16 @@ import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-AGENTS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
+AGENTS = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg", "c51", "rainbow", "pqn", "redq")
 ENVS = ("cartpole", "acrobot", "mountaincar", "pendulum", "mountaincar-continuous")
 THRESHOLDS = {"cartpole": 475.0, "acrobot": -100.0, "mountaincar": -110.0, "pendulum": -200.0,
               "mountaincar-continuous": 90.0}
-DISCRETE_ONLY = ("dqn",)
-CONTINUOUS_ONLY = ("sac", "td3", "ddpg")
-LONG: set[tuple[str, str]] = {("ppo", "mountaincar"), ("a2c", "mountaincar"), ("a2c", "pendulum"), ("dqn", "mountaincar")}
+DISCRETE_ONLY = ("dqn", "c51", "rainbow", "pqn")
+CONTINUOUS_ONLY = ("sac", "td3", "ddpg", "redq")
+ONLY_ON = {"redq": ("pendulum",)}
+"""Agents with recipes for some of the envs only: the pairs they are tested on."""
+LONG: set[tuple[str, str]] = {("ppo", "mountaincar"), ("a2c", "mountaincar"), ("a2c", "pendulum"), ("dqn", "mountaincar"),
+                              ("c51", "mountaincar"), ("rainbow", "mountaincar"), ("pqn", "mountaincar")}
 """Pairs whose recipes cost too much for the default table (run them with --long): ~3-6 min a seed on
 one core of the 2-core CPU."""
 QUICK_STEPS = 4_000
@@ -77,11 +80,12 @@ def action_kind(env: str) -> str:
 
 
 def allowed_pairs(agents: tuple[str, ...] = AGENTS, envs: tuple[str, ...] = ENVS) -> list[tuple[str, str]]:
-    """Every (agent, env) whose action space the agent takes: DQN discrete, SAC/TD3/DDPG continuous,
-    PPO and A2C both."""
+    """Every (agent, env) whose action space the agent takes (DQN discrete, SAC/TD3/DDPG/REDQ continuous,
+    PPO and A2C both), REDQ on Pendulum only (``ONLY_ON``)."""
     kinds = {e: action_kind(e) for e in envs}
     return [(a, e) for a in agents for e in envs
-            if not (a in DISCRETE_ONLY and kinds[e] != "discrete") and not (a in CONTINUOUS_ONLY and kinds[e] != "continuous")]
+            if not (a in DISCRETE_ONLY and kinds[e] != "discrete") and not (a in CONTINUOUS_ONLY and kinds[e] != "continuous")
+            and e in ONLY_ON.get(a, envs)]
 
 
 def run_config(agent: str, env: str, seed: int, backend: str = "cpu", total_steps: int | None = None,

@@ -26,7 +26,7 @@ class ToyAgent:
         gamma: float = 0.9
         """Discount."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
         assert isinstance(spec.action_space, Discrete)
         self.config, self.device = config, spec.device
         n, t, d = spec.num_envs, config.horizon, spec.observation_space.shape[0]
@@ -145,3 +145,19 @@ class CrashingAgent(ToyAgent):
         if os.environ.get("RANK") == "1" and CrashingAgent.calls == 3:
             raise RuntimeError("rank 1 crashed on purpose")
         return super().learn()
+
+
+class SignallingAgent(ToyAgent):
+    """ToyAgent whose rank 1 receives SIGTERM during its third learn() (the ranks must stop together)."""
+
+    calls = 0
+
+    def learn(self) -> Mapping[str, Tensor]:
+        import os
+        import signal
+
+        SignallingAgent.calls += 1
+        if os.environ.get("RANK") == "1" and SignallingAgent.calls == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().learn()
+

@@ -65,8 +65,8 @@ def test_the_tuned_pairs_carry_no_note(agent: str, env: str) -> None:
     assert [r.note for r in find_recipes(agent, env, "cpu")] == [None]
 
 
-@pytest.mark.parametrize(("agent", "env"), [("dqn", "gym:LunarLander-v3"), ("sac", "halfcheetah"), ("td3", "hopper"),
-                                            ("ddpg", "walker2d")])
+@pytest.mark.parametrize(("agent", "env"), [("dqn", "gym:LunarLander-v3"), ("sac", "swimmer"), ("td3", "reacher"),
+                                            ("ddpg", "gym:Pendulum-v1"), ("redq", "mountaincar-continuous")])
 def test_an_agents_catch_all_recipe_says_it_is_untested(agent: str, env: str) -> None:
     """An off-policy agent on an env it has no tuned recipe for gets only a step budget, and a note
     (a warning line when the run starts) that nothing was verified there."""

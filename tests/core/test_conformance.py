@@ -78,6 +78,29 @@ def test_catches_miscounted_episodes() -> None:
         check_env(corridor(Forgetful))
 
 
+class Gusty(Corridor):
+    """A corridor whose wind comes from a generator of its own: state a checkpoint must name."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.wind = torch.Generator().manual_seed(7)
+
+    def _advance(self, action):
+        gust = torch.rand(self.num_envs, generator=self.wind) < 0.3
+        return super()._advance(torch.where(gust, 0, action))
+
+
+def test_catches_state_a_checkpoint_leaves_out() -> None:
+    with pytest.raises(AssertionError, match=r"restored by load_state_dict\(state_dict\(\)\) steps differently"):
+        check_env(corridor(Gusty), steps=10)
+
+    class Named(Gusty):
+        def _extra_state(self):
+            return {**super()._extra_state(), "wind": self.wind}
+
+    check_env(corridor(Named), steps=10)
+
+
 def test_catches_agent_that_does_not_restore(toy_dist) -> None:
     env = make_env("corridor", num_envs=4, backend="cpu")
     agent = make_agent("toy", env, lr=0.5)

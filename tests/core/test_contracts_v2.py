@@ -1,4 +1,4 @@
-"""Contracts v2: dict env state, per-episode statistics, resets from a state pool, recipes
+"""Contracts v2: dict env state, per-episode statistics, resets listed for the envs that ended, recipes
 through the hook, the rank-aware core and the network seam."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from noeira.core import get_backend, make_agent, make_env
 from noeira.core.backends import CpuBackend
 from noeira.core.config import RunConfig
 from noeira.core.driver import build, resolve, train
-from noeira.core.envbase import StatePool
+from noeira.core.envbase import EnvList
 from noeira.core.errors import ConfigError, UnknownPluginError
 from noeira.core.plugins import get_plugin_manager, hookimpl
 from noeira.core.recipes import find_recipes
@@ -76,31 +76,17 @@ def test_extra_episode_statistics_reach_the_metrics(tmp_path: Path) -> None:
 
 # -- resets that cost only where envs end ----------------------------------------------------------
 
-def test_state_pool_draws_in_order_only_where_envs_ended() -> None:
-    made = []
-
-    def generate(k: int) -> dict[str, torch.Tensor]:
-        start = sum(made)
-        made.append(k)
-        return {"world": torch.arange(start, start + k).view(k, 1).repeat(1, 3), "id": torch.arange(start, start + k)}
-
-    pool = StatePool(generate, size=6, refill=2, device=torch.device("cpu"))
-    assert pool.states["id"].tolist() == [0, 1, 2, 3, 4, 5]
-    state = {"world": torch.full((5, 3), -1), "id": torch.full((5,), -1)}
-    pool.draw(torch.tensor([False, True, False, True, True]), state)
-    assert state["id"].tolist() == [-1, 0, -1, 1, 2] and state["world"][3].tolist() == [1, 1, 1]
-    pool.draw(torch.tensor([True, False, False, False, True]), state)
-    assert state["id"].tolist() == [3, 0, -1, 1, 4] and int(pool.cursor) == 5
-    pool.draw(torch.tensor([False, False, True, True, False]), state)  # wraps around the pool
-    assert state["id"].tolist() == [3, 0, 5, 0, 4]
-    pool.refill_step()  # entries 0 and 1 regenerated (ids 6, 7), fixed work
-    assert pool.states["id"].tolist() == [6, 7, 2, 3, 4, 5] and made[-1] == 2
-    pool.refill_step()
-    assert pool.states["id"].tolist() == [6, 7, 8, 9, 4, 5]
-    pool.fill()
-    assert int(pool.cursor) == 0 and made[-1] == 6
-    with pytest.raises(ConfigError, match="refill"):
-        StatePool(generate, size=4, refill=5, device=torch.device("cpu"))
+def test_env_list_names_the_ended_envs_in_order() -> None:
+    """EnvList puts the envs a mask selects at the front of its rows, in env order, and their
+    count on the device; a later mask replaces the list (stale rows past the count aside)."""
+    listed = EnvList(7, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    for mask in [torch.tensor([False, True, False, True, True, False, True]), torch.zeros(7, dtype=torch.bool),
+                 torch.ones(7, dtype=torch.bool)] + [torch.rand(7, generator=g) < 0.4 for _ in range(5)]:
+        listed.select(mask)
+        count = int(listed.count)
+        assert count == int(mask.sum()) and listed.rows.dtype == torch.int32
+        assert listed.rows[:count].tolist() == mask.nonzero().squeeze(1).tolist()
 
 
 # -- recipes through the hook ------------------------------------------------------------------------
@@ -195,7 +181,9 @@ def test_only_rank_zero_writes_the_run(tmp_path: Path) -> None:
     pm.register(Spy(), name="spy")
     try:
         record = train(_cfg(), run_dir=tmp_path / "rank1", backend=CpuBackend(rank=1, world_size=2))
-        assert not (tmp_path / "rank1").exists() and calls == []
+        # rank 1 writes its own part of each checkpoint only (no config, record or metrics), and calls no hook
+        files = sorted(str(p.relative_to(tmp_path / "rank1")) for p in (tmp_path / "rank1").rglob("*") if p.is_file())
+        assert files == ["checkpoints/final.rank1.pt"] and calls == []
         assert record["outcome"] == "completed" and record["world_size"] == 2
         assert record["env_steps"] == 256 and "final_eval" not in record  # every rank's steps count
         record = train(_cfg(), run_dir=tmp_path / "rank0")
@@ -248,62 +236,26 @@ def test_cli_rejects_an_unknown_network_in_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.cuda
-def test_state_pool_on_cuda_matches_the_cpu_path_and_records() -> None:
-    """The Triton copy (the cost follows the ended envs) gives the CPU path's rows, also replayed
-    from a CUDA graph."""
-    def generate(device: str):
-        return lambda k: {"map": torch.arange(k * 4 * 3, device=device, dtype=torch.uint8).view(k, 4, 3),
-                          "pos": torch.arange(k * 2, device=device, dtype=torch.int16).view(k, 2),
-                          "hp": torch.arange(k, device=device, dtype=torch.float32) + 0.5}
-
-    n, masks = 37, [torch.rand(37, generator=torch.Generator().manual_seed(i)) < 0.3 for i in range(4)]
-    out = {}
-    for device in ("cpu", "cuda"):
-        pool = StatePool(generate(device), size=16, refill=3, device=torch.device(device))
-        state = {k: torch.full((n, *v.shape[1:]), 7, dtype=v.dtype, device=device) for k, v in pool.states.items()}
-        for m in masks:
-            pool.draw(m.to(device), state)
-            pool.refill_step()
-        out[device] = {k: v.cpu() for k, v in state.items()}
-    for k in out["cpu"]:
-        assert torch.equal(out["cpu"][k], out["cuda"][k]), k
-
-    pool = StatePool(generate("cuda"), size=16, refill=3, device=torch.device("cuda"))
-    state = {k: torch.zeros((n, *v.shape[1:]), dtype=v.dtype, device="cuda") for k, v in pool.states.items()}
+def test_env_list_on_cuda_matches_the_cpu_and_records() -> None:
+    """On CUDA the list is the CPU's, without a host sync, and a CUDA graph of select() lists
+    each replay's mask."""
+    n = 1000
+    masks = [torch.rand(n, generator=torch.Generator().manual_seed(i)) < 0.1 * (i + 1) for i in range(4)]
+    listed = EnvList(n, torch.device("cuda"))
     mask = masks[0].cuda()
-    pool.draw(mask, state)  # warm up (compiles the kernel) outside the capture
+    listed.select(mask)  # warm up outside the capture
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        listed.select(mask)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        pool.draw(mask, state)
-    before = int(pool.cursor)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert int(pool.cursor) == (before + int(mask.sum())) % 16
-
-
-def test_state_pool_row_copy_kernel_in_the_interpreter() -> None:
-    """StatePool's Triton row copy (its CUDA path), run by Triton's interpreter on the CPU: the
-    ended envs' rows of every state tensor come from their pool entries, the rest unchanged."""
-    import os
-
-    pytest.importorskip("triton")
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("Triton kernels run on a CPU only in Triton's interpreter")
-    from noeira.core.envbase import _triton_rows
-
-    n, size = 37, 9
-    g = torch.Generator().manual_seed(0)
-    state = {"map": torch.zeros(n, 40, 50, dtype=torch.uint8), "pos": torch.zeros(n, 3, 2, dtype=torch.int16),
-             "alive": torch.zeros(n, dtype=torch.bool), "hp": torch.full((n,), -1.0)}
-    pool = {"map": torch.randint(0, 255, (size, 40, 50), generator=g).to(torch.uint8),
-            "pos": torch.randint(0, 99, (size, 3, 2), generator=g).to(torch.int16),
-            "alive": torch.ones(size, dtype=torch.bool), "hp": torch.arange(size, dtype=torch.float32)}
-    mask = torch.rand(n, generator=g) < 0.4
-    order = torch.cumsum(mask, 0) - 1
-    src = (5 + order) % size
-    want = {k: v.clone() for k, v in state.items()}
-    rows = mask.nonzero().squeeze(1)
-    for k in want:
-        want[k].index_copy_(0, rows, pool[k].index_select(0, src.index_select(0, rows)))
-    _triton_rows()(state, pool, mask, order, src, {})
-    assert 0 < int(mask.sum()) < n and all(torch.equal(state[k], want[k]) for k in state)
+        listed.select(mask)
+    for m in masks:
+        mask.copy_(m.cuda())
+        graph.replay()
+        torch.cuda.synchronize()
+        count = int(listed.count)
+        assert count == int(m.sum()) and listed.rows[:count].cpu().tolist() == m.nonzero().squeeze(1).tolist()

@@ -42,7 +42,8 @@ def test_run_directory_contents(toy_dist, tmp_path) -> None:
     assert on_disk["outcome"] == "completed" == record["outcome"]
     assert on_disk["env_steps"] == 640 and on_disk["iterations"] == 5
     assert on_disk["final_eval"]["episodes"] == 3
-    assert set(on_disk["final_eval"]) == {"mean_return", "std_return", "episodes"}
+    assert set(on_disk["final_eval"]) == {"mean_return", "std_return", "episodes", "steps"}
+    assert 0 < on_disk["final_eval"]["steps"] <= 16 + 1  # the steps it took: every episode ends by the 16-step limit
     assert on_disk["steps_per_second"] > 0 and on_disk["start"] <= on_disk["end"]
     assert on_disk["versions"]["noeira-core"] and on_disk["versions"]["torch"]
     assert on_disk["versions"]["toy-plugins"] == "0.0.1" and on_disk["versions"]["acme-corridor"] == "0.2.0"

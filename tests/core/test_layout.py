@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -52,3 +53,44 @@ def test_core_imports_no_other_distribution() -> None:
 def test_robot_needs_only_core_and_pyserial() -> None:
     deps = tomllib.loads((ROOT / "noeira-robot" / "pyproject.toml").read_text())["project"]["dependencies"]
     assert sorted(re.split(r"[<>=!~ ]", d)[0] for d in deps) == ["noeira-core", "pyserial"]
+
+
+def _core_imports() -> dict[str, set[str]]:
+    """Module -> the core modules it imports (at the top, under TYPE_CHECKING or inside a function)."""
+    root = ROOT / "noeira-core" / "src"
+    mods = {".".join(py.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): py
+            for py in (root / "noeira" / "core").rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, py in mods.items():
+        for node in ast.walk(ast.parse(py.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                subs = [f"{node.module}.{a.name}" for a in node.names]
+                names = [n for n in subs if n in mods]
+                if len(names) < len(subs):  # names from the module itself
+                    names.append(node.module)
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            graph[m] |= {n for n in names if n in mods and n != m}
+    return graph
+
+
+def test_core_has_no_import_cycle() -> None:
+    """The core modules import one another in one direction (hookspecs names ``Run`` from
+    rundir, not from the driver; loggers take ``hookimpl`` from hookspecs, not from plugins)."""
+    graph = _core_imports()
+    assert "noeira.core.driver" not in graph["noeira.core.hookspecs"]
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> None:
+        if m in path:
+            raise AssertionError("import cycle: " + " -> ".join(path[path.index(m):] + [m]))
+        if m in done:
+            return
+        for n in sorted(graph[m]):
+            visit(n, path + [m])
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m, [])

@@ -54,8 +54,8 @@ class PythonCursorAgent(CleanAgent):
     """CleanAgent that keeps a running sum of rewards in a ring of 4 slots, with the slot
     index in a Python int: right eagerly, frozen at one slot by a recording."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: CleanAgent.Config) -> None:
-        super().__init__(spec, backend, config)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: CleanAgent.Config, *, training: bool = True) -> None:
+        super().__init__(spec, backend, config, training=training)
         self.ring = torch.zeros(4, device=self.device)
         self.cursor = 0
 
@@ -79,8 +79,8 @@ class HostTensorAgent(CleanAgent):
     """CleanAgent that scales its loss by a tensor kept on the CPU (a CPU scalar would be read
     at launch, fine while constant; a CPU tensor is copied from host memory)."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: CleanAgent.Config) -> None:
-        super().__init__(spec, backend, config)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: CleanAgent.Config, *, training: bool = True) -> None:
+        super().__init__(spec, backend, config, training=training)
         self.scale = torch.ones(1)
 
     def loss(self) -> Tensor:

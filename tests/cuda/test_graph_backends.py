@@ -149,8 +149,8 @@ def test_snapshots_hash_the_same_tensors_every_iteration(agent: str, env: str) -
 
 
 def test_snapshots_skip_scratch_and_name_no_addresses() -> None:
-    """Attributes a class lists in ``__scratch__`` are not hashed; a Craftax run (its reset pool
-    keeps a cache keyed by tensor addresses) names the same tensors in two fresh runs."""
+    """Attributes a class lists in ``__scratch__`` are not hashed; a Craftax run names the same
+    tensors in two fresh runs."""
     from noeira.cuda.verify import _walk
 
     class Holder:

@@ -138,14 +138,22 @@ def test_world_generation_from_recorded_draws(ref: dict[str, np.ndarray]) -> Non
     assert (got == LAVA).any() and (got[:, 32, 32] == 2).all()
 
 
+def _map_hashes(maps: torch.Tensor) -> set[bytes]:
+    """One key per distinct map of ``maps`` [k, 64, 64] (its bytes)."""
+    return {bytes(m) for m in maps.to(torch.uint8).reshape(maps.shape[0], -1).cpu().numpy()}
+
+
 def test_world_generation_statistics(ref: dict[str, np.ndarray]) -> None:
-    """Block-type counts per world and the distance from the spawn to the nearest water and
-    tree agree with the reference's 2,000 worlds within 4.5 standard errors. (The reference's
-    worlds of one vmapped batch are correlated, so its standard error comes from the spread
-    of the means of 20 batches of 100.)"""
-    g = torch.Generator().manual_seed(3)
-    n = 400
-    maps = worldgen.generate(n, g, torch.device("cpu"), 1.0)["map"].numpy()
+    """The worlds a reset gives, each env one sample: all distinct, and their block-type counts
+    and distances from the spawn to the nearest water and tree agree with the reference's 2,000
+    worlds within 4.5 standard errors. (The reference's worlds of one vmapped batch are
+    correlated, so its standard error comes from the spread of the means of 20 batches of 100.)
+    A reset that handed a world to several envs fails the count; its statistics would also be
+    treated as more samples than they are."""
+    n = 512
+    maps = _env(n, seed=3).get_state()["map"]
+    assert len(_map_hashes(maps)) == n, "every env of a reset gets a world of its own"
+    maps = maps.numpy()
     xs, ys = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
     dist = np.abs(xs - 32) + np.abs(ys - 32)
     ours = {"counts": np.stack([(maps == b).sum((1, 2)) for b in range(NUM_BLOCKS)], 1).astype(np.float64),
@@ -157,6 +165,39 @@ def test_world_generation_statistics(ref: dict[str, np.ndarray]) -> None:
         never = (groups.max(0) == 0) & (ours[key].max(0) == 0)  # invalid, out of bounds, wood, tables...
         assert ((z < 4.5) | never).all(), f"{key}: z = {np.round(z, 1)}, ours {ours[key].mean(0)}, ref {groups.mean(0)}"
     assert ours["counts"][:, 10].min() >= 1, "every world has a diamond"
+
+
+def test_every_episode_starts_in_a_world_of_its_own() -> None:
+    """Over many autoresets (several envs ending in one step, one env ending again and again)
+    and resets without a seed, no world is handed to two episodes; each is the world of its
+    (env, episode) key, and reset(seed) starts the count again."""
+    n, steps = 16, 12
+    env = _env(n, seed=4)
+    worlds = [env.get_state()["map"]]
+    g = torch.Generator().manual_seed(0)
+    ended = 0
+    for i in range(steps):
+        dying = torch.rand(n, generator=g) < 0.5
+        dying[0] = True  # env 0 ends every step
+        env.s["player_health"][dying] = 0  # dead after this step's rules
+        r = env.step(torch.zeros(n, dtype=torch.long))
+        done = r.terminated | r.truncated
+        assert torch.equal(done, dying), f"step {i}"
+        ended += int(done.sum())
+        worlds.append(env.get_state()["map"][done])
+        if i == steps // 2:
+            env.reset()  # no seed: every env starts its next episode
+            worlds.append(env.get_state()["map"])
+            ended += n
+    maps = torch.cat(worlds)
+    assert maps.shape[0] == n + ended and len(_map_hashes(maps)) == maps.shape[0], "a world was handed out twice"
+    assert int(env.episode[0]) == steps + 1 and int(env.episode.sum()) == ended
+    rows = torch.arange(n)
+    want = worldgen.generate(env.world_key, rows, env.episode, 1.0)["map"]
+    started = env.get_state()["timestep"] == 0
+    assert torch.equal(env.get_state()["map"][started], want[started].int())
+    env.reset(seed=4)
+    assert torch.equal(env.get_state()["map"], worlds[0]) and int(env.episode.abs().sum()) == 0
 
 
 def test_random_policy_rollout_statistics(ref: dict[str, np.ndarray]) -> None:
@@ -224,7 +265,8 @@ def test_live_reference_worlds_import_and_observe() -> None:
 def test_spaces_and_config() -> None:
     env = _env(3)
     assert env.observation_space.shape == (1345,) and env.action_space.n == 17
-    assert env.spec.max_episode_steps == 10000 and env.spec.capture_safe
+    assert env.spec.max_episode_steps == 10000
+    assert not env.spec.capture_safe  # the torch step lists the worlds to reset on the host
     assert env.obs.shape == (3, 1345) and env.obs.dtype == torch.float32
     state = env.get_state()
     assert set(state) == set(EXPORT_FIELDS)
@@ -370,17 +412,17 @@ def test_compact_observation_decodes_to_the_symbolic_one(ref: dict[str, np.ndarr
     assert torch.equal(space.decode(env.obs.view(2, -1, 148)).view(-1, 1345), got)  # leading dims kept
 
 
-def test_state_pool_resets_only_ended_worlds() -> None:
-    """A world that ends takes the next pool world (refilled this step); the others go on."""
-    env = _env(4, seed=0, reset_pool=4, reset_refill=1)
+def test_only_ended_worlds_are_reset() -> None:
+    """A world that ends gets its env's next episode's world; the others go on."""
+    env = _env(4, seed=0)
     state = env.get_state()
     state["player_health"][1] = 0  # dead after this step
     env.set_state(state)
     env.step(torch.zeros(4, dtype=torch.long))
     after = env.get_state()
-    assert after["timestep"].tolist() == [1, 0, 1, 1]
-    assert torch.equal(after["map"][1], env.pool.states["map"][0].int())
-    assert not torch.equal(after["map"][1], state["map"][1])
+    assert after["timestep"].tolist() == [1, 0, 1, 1] and env.episode.tolist() == [0, 1, 0, 0]
+    want = worldgen.generate(env.world_key, torch.tensor([1]), torch.tensor([1]), 1.0)["map"][0]
+    assert torch.equal(after["map"][1], want.int()) and not torch.equal(after["map"][1], state["map"][1])
     assert after["player_health"][1].item() == 9
 
 
@@ -421,14 +463,16 @@ def test_cuda_matches_cpu_and_captures() -> None:
     for _ in range(20):
         eager.set_state(env.get_state())
         eager.generator.set_state(env.generator.get_state())
+        eager.world_key.copy_(env.world_key)  # so the worlds that end get the same next worlds
+        eager.episode.copy_(env.episode)
         if env.kernel == "triton":  # the kernels draw from their own Philox key, not the generator
             eager._seed.copy_(env._seed)
         graph.replay()
         ref_step = eager.step(action)
-        live = ~(ref_step.terminated | ref_step.truncated)
         assert torch.equal(env._result.final_obs, ref_step.final_obs)
         assert torch.equal(env._result.reward, ref_step.reward)
-        assert torch.equal(env._result.obs[live], ref_step.obs[live])
+        assert torch.equal(env._result.obs, ref_step.obs)
+        assert torch.equal(env.episode, eager.episode)
 
 
 @pytest.mark.parametrize("cells", [5, 150])

@@ -86,6 +86,11 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     env.step(torch.zeros(8, dtype=torch.long))
     wide = torch.zeros(8, 1352, dtype=torch.bfloat16)
     triton_step.expand(env.obs, wide, render._tenths_table(torch.device("cpu")))
+    # the world kernel as the GPU launches it (the interpreter takes 64 rows at a time, uncapped)
+    for x in [x for x in launches if x["kernel"] == "_worldgen_kernel"]:
+        for keep in (True, False):
+            launches.append({**x, "constexprs": {**x["constexprs"], "ROWS": triton_worldgen.ROWS, "KEEP": keep},
+                             "options": {**x["options"], "maxnreg": triton_worldgen.MAXNREG}})
     return launches
 
 

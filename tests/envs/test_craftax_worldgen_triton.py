@@ -1,9 +1,10 @@
 """Craftax-Classic's world generation as a Triton kernel (``noeira.envs.craftax.triton_worldgen``)
 against the torch generator (``noeira.envs.craftax.worldgen``, itself checked against the JAX
 reference in test_craftax.py): fed the same draws, the kernel writes the same worlds into the
-pool rows it is given (the map up to cells where a float rounding tips a threshold; none so
-far), and the reference's worlds from its recorded draws; its own Philox variates make worlds
-with the torch generator's statistics, fixed by the seed.
+rows its list names (the map up to cells where a float rounding tips a threshold; none so
+far), and the reference's worlds from its recorded draws; keyed by (run key, env, episode) it
+draws the torch reference's Philox variates, so it makes the same world for each episode.
+Its grid is fixed: fewer programs than worlds walk the list up to the count on the device.
 
 On a CPU the kernel runs in Triton's interpreter (``TRITON_INTERPRET=1``, which conftest.py
 sets before Triton is imported; slow, so the CPU cases are small); on CUDA it is compiled, and
@@ -22,7 +23,7 @@ pytest.importorskip("triton", reason="the Craftax world generation kernel needs 
 
 from noeira.envs.craftax import triton_worldgen as tw  # noqa: E402
 from noeira.envs.craftax import worldgen  # noqa: E402
-from noeira.envs.craftax.constants import LAVA, NUM_BLOCKS  # noqa: E402
+from noeira.envs.craftax.constants import LAVA  # noqa: E402
 from noeira.envs.craftax.state import STATE_FIELDS, empty_state  # noqa: E402
 
 DATA = Path(__file__).with_name("data") / "craftax_ref.npz"
@@ -54,10 +55,11 @@ def _check_worlds(pool: dict[str, torch.Tensor], rows: torch.Tensor, want: dict[
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("chunk", [16, 64])
-def test_same_draws_as_world_from_draws(device: str, chunk: int, kernel_device) -> None:
+@pytest.mark.parametrize(("chunk", "keep"), [(16, True), (64, False)])
+def test_same_draws_as_world_from_draws(device: str, chunk: int, keep: bool, kernel_device) -> None:
     """Fed ``sample_world_draws``' variates, the kernel writes ``world_from_draws``' worlds (light
-    level ``light0``) into the pool rows named, in their order, and leaves the other rows alone."""
+    level ``light0``) into the rows named, in their order, and leaves the other rows alone; with
+    the noise kept from stage 2 or computed again, ``chunk`` map rows at a time."""
     dev = kernel_device(device)
     k = (3 if chunk == 16 else 6) if dev.type == "cpu" else 512
     size = 2 * k + 3
@@ -68,9 +70,9 @@ def test_same_draws_as_world_from_draws(device: str, chunk: int, kernel_device) 
     pool = _junk_pool(size, dev)
     before = {key: v.clone() for key, v in pool.items()}
     rows = torch.randperm(size, generator=torch.Generator().manual_seed(1))[:k].to(dev)
-    tw.generate_into(pool, rows, LIGHT0, draws=draws, chunk_rows=chunk)
+    tw.generate_into(pool, rows, LIGHT0, draws=draws, rows=chunk, keep=keep, per_sm=1 if dev.type == "cuda" else 2)
     differ = _check_worlds(pool, rows, want)
-    print(f"\n{differ} map cells differ over {k} worlds (chunk_rows={chunk}, {device})")
+    print(f"\n{differ} map cells differ over {k} worlds (rows={chunk}, keep={keep}, {device})")
     assert differ <= 2 * k, f"{differ} map cells differ over {k} worlds"
     others = torch.ones(size, dtype=torch.bool, device=dev)
     others[rows] = False
@@ -98,82 +100,79 @@ def test_reference_draws_make_the_reference_worlds(device: str, kernel_device) -
     assert (got.cpu() == LAVA).any() and (got[:, 32, 32] == 2).all()
 
 
-def _stats(maps: np.ndarray) -> dict[str, np.ndarray]:
-    """Block-type counts per world, and the distance from the spawn to the nearest water and tree."""
-    n = maps.shape[0]
-    xs, ys = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
-    dist = np.abs(xs - 32) + np.abs(ys - 32)
-    return {"counts": np.stack([(maps == b).sum((1, 2)) for b in range(NUM_BLOCKS)], 1).astype(np.float64),
-            "near": np.stack([np.where(maps == b, dist[None], 999).reshape(n, -1).min(1) for b in (3, 5)],
-                             1).astype(np.float64)}
-
-
 @pytest.mark.parametrize("device", DEVICES)
-def test_own_variates(device: str, kernel_device) -> None:
-    """The kernel's own Philox variates: its worlds' block-type counts and distances from the
-    spawn to water and trees agree with the torch generator's within 4.5 standard errors; the
-    other fields are world_from_draws'; the seed (read on the device, left as it is) fixes the
-    worlds, world i of a call the same whatever the call's size, and another seed changes them."""
+def test_episode_keys_make_the_torch_worlds(device: str, kernel_device) -> None:
+    """Keyed by the run's key, the kernel writes the world of the next episode of each env its
+    list names, up to the count on the device (a list in any order, walked by fewer programs
+    than it holds): ``worldgen.generate``'s world for (env, its episode count + 1), every other
+    field a fresh world's; it counts those episodes and leaves the other envs alone. Another
+    episode or another key, another world."""
     dev = kernel_device(device)
-    n, n_torch = (32, 300) if dev.type == "cpu" else (1024, 2048)
-    seed = torch.tensor([12345], dtype=torch.int64, device=dev)
+    n, k = (9, 4) if dev.type == "cpu" else (4096, 2048)
+    key = torch.tensor([12345], dtype=torch.int64, device=dev)
+    episode = torch.arange(n, dtype=torch.int64, device=dev) % 3 - 1  # -1, 0, 1: the first, second, third
+    episode[1] = (1 << 32) + 5  # the counter's high word counts
+    listed = torch.randperm(n, generator=torch.Generator().manual_seed(2))[:k + 2].to(dev).int()
+    listed[0] = 1
+    rows = listed[:k].long()
     pool = _junk_pool(n, dev)
-    rows = torch.arange(n, device=dev).flip(0)
-    tw.generate_into(pool, rows, LIGHT0, seed=seed)
-    assert seed.item() == 12345
-    worlds = pool["map"][rows].cpu().numpy()
-    template = worldgen.world_from_draws(worldgen.sample_world_draws(1, torch.Generator(device=dev), dev))
-    template["light_level"].fill_(LIGHT0)
-    for key in STATE_FIELDS:
-        if key != "map":
-            assert torch.equal(pool[key].cpu(), template[key].cpu().expand_as(pool[key])), f"{key} differs"
-
-    ref = worldgen.generate(n_torch, torch.Generator(device=dev).manual_seed(3), dev, LIGHT0)["map"].cpu().numpy()
-    ours, theirs = _stats(worlds), _stats(ref)
-    for key in ("counts", "near"):
-        se = np.sqrt(ours[key].var(0) / n + theirs[key].var(0) / n_torch) + 1e-9
-        z = np.abs(ours[key].mean(0) - theirs[key].mean(0)) / se
-        never = (ours[key].max(0) == 0) & (theirs[key].max(0) == 0)  # invalid, out of bounds, wood, tables...
-        assert ((z < 4.5) | never).all(), f"{key}: z = {np.round(z, 1)}, ours {ours[key].mean(0)}, torch {theirs[key].mean(0)}"
-    assert ours["counts"][:, 10].min() >= 1, "every world has a diamond"
-    assert (worlds[:, 32, 32] == 2).all()
-
-    again = _junk_pool(4, dev)
-    tw.generate_into(again, torch.arange(4, device=dev), LIGHT0, seed=seed)
-    assert np.array_equal(again["map"].cpu().numpy(), worlds[:4]), "the seed fixes the worlds"
-    tw.generate_into(again, torch.arange(4, device=dev), LIGHT0, seed=seed + 1)
-    other = again["map"].cpu().numpy()
-    assert all(not np.array_equal(other[i], worlds[i]) for i in range(4)), "another seed, other worlds"
+    before = {key_: v.clone() for key_, v in pool.items()}
+    gen = tw.WorldGen(k + 2, dev)
+    if dev.type == "cpu":
+        gen.configure(per_sm=2)  # one "SM" under the interpreter: fewer programs than the list
+    assert gen.programs < k, "the grid walks its list"
+    count = torch.tensor([k], dtype=torch.int32, device=dev)
+    start = episode.clone()
+    gen(pool, listed, count, LIGHT0, key=key, episode=episode)
+    assert torch.equal(episode[rows], start[rows] + 1), "the listed envs start their next episode"
+    others = torch.ones(n, dtype=torch.bool, device=dev)
+    others[rows] = False
+    assert torch.equal(episode[others], start[others])
+    for key_, v in pool.items():
+        assert torch.equal(v[others], before[key_][others]), f"{key_}: an env past the count was written"
+    want = worldgen.generate(key, rows, episode[rows], LIGHT0)
+    differ = _check_worlds(pool, rows, want)
+    print(f"\n{differ} map cells differ over {k} worlds ({device})")
+    assert differ <= 2 * k
+    again = _junk_pool(n, dev)
+    gen(again, listed, count, LIGHT0, key=key, episode=episode)  # each env's next episode
+    assert all(not torch.equal(again["map"][r], pool["map"][r]) for r in rows.tolist())
+    other = worldgen.generate(key + 1, rows, episode[rows], LIGHT0)["map"]
+    assert all(not torch.equal(other[i], again["map"][r]) for i, r in enumerate(rows.tolist()))
 
 
 @pytest.mark.cuda
 def test_graph_replay_and_no_host_sync() -> None:
     """On CUDA: the call does not sync with the host, and recorded in a CUDA graph it replays
-    what the eager call makes, the seed advanced between replays on the device."""
+    for the list and count of each replay (the episode counters advanced on the device)."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     dev = torch.device("cuda")
-    k, size = 1024, 4096
-    pool = _junk_pool(size, dev)
-    rows = torch.randperm(size, device=dev)[:k]
-    seed = torch.tensor([7], dtype=torch.int64, device=dev)
-    tw.generate_into(pool, rows, LIGHT0, seed=seed)  # compile outside the capture
+    n = 4096
+    pool = _junk_pool(n, dev)
+    gen = tw.WorldGen(n, dev)
+    listed = torch.randperm(n, device=dev).int()
+    count = torch.tensor([1000], dtype=torch.int32, device=dev)
+    key = torch.tensor([7], dtype=torch.int64, device=dev)
+    episode = torch.zeros(n, dtype=torch.int64, device=dev)
+    gen(pool, listed, count, LIGHT0, key=key, episode=episode)  # compile outside the capture
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        tw.generate_into(pool, rows, LIGHT0, seed=seed)
+        gen(pool, listed, count, LIGHT0, key=key, episode=episode)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):  # records on a side stream of its own
-        tw.generate_into(pool, rows, LIGHT0, seed=seed)
-        seed.add_(1)
-    seed.fill_(100)
-    for _ in range(2):
+        gen(pool, listed, count, LIGHT0, key=key, episode=episode)
+    eager_pool, eager_episode = _junk_pool(n, dev), episode.clone()
+    for size in (300, 2500):
+        listed.copy_(torch.randperm(n, device=dev).int())
+        count.fill_(size)
         graph.replay()
-    eager = _junk_pool(size, dev)
-    tw.generate_into(eager, rows, LIGHT0, seed=torch.tensor([101], dtype=torch.int64, device=dev))
-    torch.cuda.synchronize()
-    assert seed.item() == 102
-    for key in STATE_FIELDS:
-        assert torch.equal(pool[key][rows], eager[key][rows]), f"{key}: the graph's worlds differ from the eager call's"
+        gen(eager_pool, listed, count, LIGHT0, key=key, episode=eager_episode)
+        torch.cuda.synchronize()
+        rows = listed[:size].long()
+        assert torch.equal(episode, eager_episode)
+        for key_ in STATE_FIELDS:
+            assert torch.equal(pool[key_][rows], eager_pool[key_][rows]), f"{key_}: the graph's worlds differ"

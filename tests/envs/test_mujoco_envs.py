@@ -84,6 +84,71 @@ def test_matches_gymnasium_v5(name: str, gym_id: str, steps: int, scale: float) 
     ours.close()
 
 
+# (our name, gymnasium id, the reward terms of its info)
+TERMS = [
+    ("halfcheetah", "HalfCheetah-v5", ("reward_forward", "reward_ctrl")),
+    ("hopper", "Hopper-v5", ("reward_forward", "reward_ctrl", "reward_survive")),
+    ("walker2d", "Walker2d-v5", ("reward_forward", "reward_ctrl", "reward_survive")),
+    ("ant", "Ant-v5", ("reward_forward", "reward_ctrl", "reward_survive", "reward_contact")),
+    ("humanoid", "Humanoid-v5", ("reward_forward", "reward_ctrl", "reward_survive", "reward_contact")),
+    ("swimmer", "Swimmer-v5", ("reward_forward", "reward_ctrl")),
+    ("inverted-double-pendulum", "InvertedDoublePendulum-v5", ("reward_survive", "distance_penalty", "velocity_penalty")),
+    ("reacher", "Reacher-v5", ("reward_dist", "reward_ctrl")),
+]
+
+
+@pytest.mark.parametrize(("name", "gym_id", "terms"), TERMS, ids=[t[0] for t in TERMS])
+def test_episode_statistics_sum_gymnasiums_reward_terms(name: str, gym_id: str, terms: tuple[str, ...]) -> None:
+    """``pop_episode_stats`` sums each reward term of gymnasium's ``info`` over the episodes that
+    ended (time limit and termination, across autoresets), the terms add up to the return, and the
+    locomotion envs report the root's x position where each episode ended."""
+    steps, limit = 60, 25
+    ours = make_env(name, num_envs=N, backend="cpu", seed=0, dtype="float64", max_episode_steps=limit)
+    assert ours.episode_stat_keys[:len(terms)] == terms
+    refs = [gym.make(gym_id).unwrapped for _ in range(N)]
+    nq = ours.model.nq
+    ours.reset(seed=3)
+
+    def copy_state(i: int) -> None:
+        state = ours.get_state()[i].numpy()
+        refs[i].set_state(state[:nq], state[nq:])
+
+    for i in range(N):
+        refs[i].reset(seed=i)
+        copy_state(i)
+    rng = np.random.default_rng(2)
+    low, high = refs[0].action_space.low, refs[0].action_space.high
+    running = np.zeros((N, len(terms)))
+    want = dict.fromkeys(terms, 0.0) | {"return": 0.0, "x_position": 0.0, "count": 0}
+    ret = np.zeros(N)
+    for _ in range(steps):
+        action = rng.uniform(low, high, size=(N, len(low)))
+        res = ours.step(torch.tensor(action))
+        for i, e in enumerate(refs):
+            _, reward, _, _, info = e.step(action[i])
+            running[i] += [info[t] for t in terms]
+            ret[i] += reward
+            if bool(res.terminated[i] | res.truncated[i]):
+                for j, t in enumerate(terms):
+                    want[t] += running[i, j]
+                want["return"] += ret[i]
+                want["x_position"] += info.get("x_position", 0.0)
+                want["count"] += 1
+                running[i], ret[i] = 0.0, 0.0
+                copy_state(i)  # our env reset itself: start gymnasium's from the same state
+    stats = ours.pop_episode_stats()
+    assert want["count"] >= N and float(stats["count"]) == want["count"]
+    for t in terms:
+        assert float(stats[f"{t}_sum"]) == pytest.approx(want[t], rel=1e-8, abs=1e-8), t
+    assert float(stats["return_sum"]) == pytest.approx(want["return"], rel=1e-8)
+    assert sum(float(stats[f"{t}_sum"]) for t in terms) == pytest.approx(float(stats["return_sum"]), rel=1e-8, abs=1e-8)
+    if "x_position" in ours.episode_stat_keys:
+        assert float(stats["x_position_sum"]) == pytest.approx(want["x_position"], rel=1e-8, abs=1e-8)
+    for e in refs:
+        e.close()
+    ours.close()
+
+
 @pytest.mark.parametrize("name", [e[0] for e in ENVS])
 def test_conformance(name: str) -> None:
     check_env(name, num_envs=3, backend="cpu", max_episode_steps=20, steps=45)

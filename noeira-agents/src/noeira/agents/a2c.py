@@ -144,7 +144,7 @@ class A2C:
 
     Config = Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
         cfg = config if config is not None else Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = backend.device
@@ -174,6 +174,10 @@ class A2C:
     def act(self, obs: Tensor, state: PolicyState = None, done: Tensor | None = None,
             deterministic: bool = False) -> tuple[Tensor, PolicyState]:
         return self.rollout.act(obs, state, done, deterministic)
+
+    def policy_module(self) -> torch.nn.Module:
+        """The deterministic policy as one module, for ``noeira export`` (see ActorCriticRollout)."""
+        return self.rollout.policy_module()
 
     def collect(self, env: BatchedEnv) -> None:
         self.rollout.collect(env)

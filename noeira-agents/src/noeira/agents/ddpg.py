@@ -33,11 +33,21 @@ class DDPG(DeterministicAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
-        super().__init__(spec, backend, config, num_critics=1, policy_delay=1, policy_noise=0.0, noise_clip=0.0)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
+        super().__init__(spec, backend, config, training=training, num_critics=1, policy_delay=1, policy_noise=0.0,
+                         noise_clip=0.0)
+
+
+TD3_ONLY = ("policy_noise", "noise_clip", "policy_delay")
+"""TD3's keys DDPG does not take (those of its fixes)."""
 
 
 def recipe(env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
-    """TD3's recipes (:func:`noeira.agents.td3.recipe`): on the 2-core CPU they solve DDPG's
-    pairs too (MountainCarContinuous: 5 of 5 seeds, BENCHMARKS.md "Recipes that solve")."""
-    return td3.recipe(env, backend, num_envs)
+    """TD3's recipes (:func:`noeira.agents.td3.recipe`) without the keys of TD3's fixes: on the 2-core
+    CPU they solve DDPG's pairs too (MountainCarContinuous: 5 of 5 seeds, BENCHMARKS.md "Recipes that
+    solve"); the MuJoCo ones are untested for both."""
+    out = td3.recipe(env, backend, num_envs)
+    if out is not None:
+        for key in TD3_ONLY:
+            out.get("agent", {}).pop(key, None)
+    return out

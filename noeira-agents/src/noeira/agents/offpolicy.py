@@ -26,6 +26,12 @@ fused, ``capturable`` on CUDA), each param group's learning rate a device tensor
 under bfloat16 autocast (:mod:`noeira.agents.precision`); weights, optimizer state, TD
 targets and losses stay float32, and acting (``collect``, ``act``) stays float32.
 
+With ``norm_obs`` every network reads ``(obs - mean) / std`` (clipped to ±10), the running
+statistics of every observation collected (:class:`~noeira.agents.nets.RunningMeanStd`, in
+``nets["obs_rms"]``, so checkpoints keep them): ``collect`` folds each batch in before acting,
+the buffer keeps raw observations and ``learn`` normalises sampled ones with the statistics of
+the moment, as FastTD3 (Seo et al. 2025) does.
+
 Policies are feed-forward: ``initial_state`` is None and ``act`` passes no state on.
 """
 
@@ -42,12 +48,14 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.agents.nets import space_dim
+from noeira.agents.exportable import FeedForwardPolicy
+from noeira.agents.nets import RunningMeanStd, space_dim
 from noeira.agents.optim import load_optimizer_state, make_optimizer, scale_lr
 from noeira.agents.precision import autocast, check_precision
 from noeira.agents.replay import Batch, ReplayBuffer
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
+from noeira.core.rng import restore_generator
 from noeira.core.spaces import Box, Discrete, Encoded
 
 __all__ = [
@@ -99,6 +107,9 @@ class OffPolicyConfig:
     precision: str = "fp32"
     """fp32 | bf16: the updates' forward passes under bfloat16 autocast; weights, optimizer state and
     losses stay float32."""
+    norm_obs: bool = False
+    """Normalise observations by their running mean and variance (updated on the device by every
+    collected batch; stored raw in the buffer, normalised by the current statistics when read)."""
 
 
 RecipeTables = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -204,7 +215,7 @@ class OffPolicyAgent:
     discrete: bool = False
     """Whether the agent takes a ``Discrete`` action space (else a ``Box``)."""
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: OffPolicyConfig) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: OffPolicyConfig, *, training: bool = True) -> None:
         cfg = config
         for key, value in (("batch_size", cfg.batch_size), ("updates_per_step", cfg.updates_per_step),
                            ("n_step", cfg.n_step), ("buffer_size", cfg.buffer_size)):
@@ -244,11 +255,16 @@ class OffPolicyAgent:
         """Env steps collected (all envs together), on the device."""
         self.num_updates = torch.zeros((), dtype=torch.int64, device=self.device)
         """Gradient updates made since learning started, on the device."""
-        self.rb = ReplayBuffer(
-            cfg.buffer_size, self.num_envs, spec.observation_space.shape, spec.observation_space.dtype,
-            action_shape, action_dtype, self.device, self.generator,
+        self.rb = ReplayBuffer(  # acting alone (training=False) stores nothing: one row
+            cfg.buffer_size if training else self.num_envs, self.num_envs, spec.observation_space.shape,
+            spec.observation_space.dtype, action_shape, action_dtype, self.device, self.generator,
         )
         self.nets = nn.ModuleDict()
+        self.obs_rms: RunningMeanStd | None = None
+        """Running observation statistics (``norm_obs``), or None."""
+        if cfg.norm_obs:
+            self.obs_rms = RunningMeanStd(spec.observation_space.shape, device=self.device)
+            self.nets["obs_rms"] = self.obs_rms
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.learning = torch.zeros((), dtype=torch.float32, device=self.device)
         """1.0 once ``learning_starts`` env steps were collected, else 0.0 (device flag)."""
@@ -270,6 +286,16 @@ class OffPolicyAgent:
 
     def after_step(self, done: Tensor) -> None:
         """Called after each env step with ``done`` ``[N]`` (e.g. to reset OU noise)."""
+
+    def stored_reward(self, reward: Tensor) -> Tensor:
+        """The reward written to the buffer (DQN's Atari recipes clip it)."""
+        return reward
+
+    def draw(self) -> Batch:
+        """The ``updates_per_step`` batches of one learn() ``[U, B, ...]``: uniform from the buffer
+        (an agent with prioritized replay draws its own)."""
+        cfg = self.config
+        return self.rb.sample(cfg.batch_size, cfg.n_step, cfg.gamma, num_batches=cfg.updates_per_step)
 
     # -- helpers -----------------------------------------------------------------------------
     def add_optimizer(self, name: str, params: Any, lr: float, **options: Any) -> torch.optim.Optimizer:
@@ -296,6 +322,10 @@ class OffPolicyAgent:
         if self.discrete:
             return torch.randint(0, self.num_actions, (n,), generator=self.generator, device=self.device)
         return torch.rand((n, self.act_dim), generator=self.generator, device=self.device) * 2 - 1
+
+    def normalize(self, obs: Tensor) -> Tensor:
+        """``obs`` as the networks read it: normalised (``norm_obs``), or unchanged."""
+        return obs if self.obs_rms is None else self.obs_rms.normalize(obs.float())
 
     def warming_up(self) -> Tensor:
         """Device bool: fewer than ``learning_starts`` env steps collected."""
@@ -327,7 +357,11 @@ class OffPolicyAgent:
             deterministic: bool = False) -> tuple[Tensor, None]:
         """``obs [B, *obs_shape]`` -> ``(action [B, *act_shape] for the env, None)``; a feed-forward
         policy has no state, so ``state`` and ``done`` change nothing."""
-        return self.to_env(self.policy_action(obs.to(self.device), deterministic)), None
+        return self.to_env(self.policy_action(self.normalize(obs.to(self.device)), deterministic)), None
+
+    def policy_module(self) -> nn.Module:
+        """The deterministic policy as one module, for ``noeira export``: ``obs -> env action``."""
+        return FeedForwardPolicy(self.nets, lambda obs: self.to_env(self.policy_action(obs, True)))
 
     def set_total_steps(self, total_steps: int) -> None:
         """Nothing to do: the schedules are fixed by the config in env steps (``lr_anneal_steps``,
@@ -337,10 +371,12 @@ class OffPolicyAgent:
     def collect(self, env: BatchedEnv) -> None:
         """Step all envs once (random actions while warming up) and store the transitions."""
         obs = env.obs
-        action = torch.where(self._expand(self.warming_up()), self.random_action(), self.explore(obs))
+        if self.obs_rms is not None:
+            self.obs_rms.update(obs)
+        action = torch.where(self._expand(self.warming_up()), self.random_action(), self.explore(self.normalize(obs)))
         self.rb.add_obs_action(obs, action)
         result = env.step(self.to_env(action))
-        self.rb.add_result(result.reward, result.terminated, result.truncated, result.final_obs)
+        self.rb.add_result(self.stored_reward(result.reward), result.terminated, result.truncated, result.final_obs)
         self.after_step(result.terminated | result.truncated)
         self.env_steps.add_(self.num_envs)
 
@@ -357,7 +393,9 @@ class OffPolicyAgent:
             scale = scale * (1.0 - (1.0 - cfg.lr_end_fraction) * frac)
         for opt in self.optimizers.values():
             scale_lr(opt, scale)
-        batches = self.rb.sample(cfg.batch_size, cfg.n_step, cfg.gamma, num_batches=cfg.updates_per_step)
+        batches = self.draw()
+        if self.obs_rms is not None:
+            batches = attrs.evolve(batches, obs=self.normalize(batches.obs), next_obs=self.normalize(batches.next_obs))
         totals: dict[str, Tensor] = {}
         counts: dict[str, int] = {}  # a metric is averaged over the updates that report it
         for j in range(cfg.updates_per_step):
@@ -391,7 +429,7 @@ class OffPolicyAgent:
         for k, v in self.extra_state().items():
             if k in state["extra"] and state["extra"][k].shape == v.shape:  # per-env state needs the same num_envs
                 v.copy_(state["extra"][k])
-        self.generator.set_state(state["generator"].cpu())
+        restore_generator(self.generator, state["generator"], "agent generator")
         if "replay" in state and not self.rb.load_state_dict(state["replay"]):
             log.info("checkpoint replay buffer not restored (its layout differs: other num_envs or buffer_size)")
 

@@ -20,14 +20,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from noeira.agents.exportable import FeedForwardPolicy, RecurrentPolicy
 from noeira.agents.optim import make_optimizer
 from noeira.agents.policy import ActorCritic, ActorCriticConfig, precision_of
 from noeira.agents.precision import MasterWeights, autocast
 from noeira.agents.rollout import RewardScaler, Rollout
 from noeira.core.contracts import Backend, BatchedEnv, EnvSpec, PolicyState
 from noeira.core.errors import ConfigError
+from noeira.core.rng import restore_generator
 
 __all__ = ["ActorCriticRollout", "anneal_factor", "bootstrap_at_end", "explained_variance", "schedule",
            "segment_minibatches"]
@@ -53,7 +55,8 @@ class ActorCriticRollout:
         # an Encoded observation is stored as its code (1,345 floats of Craftax are 148 bytes) and
         # decoded where the update reads it; with observation normalisation, the normalised input
         space = spec.observation_space
-        self.store_code = self.policy.decode is not None and not cfg.norm_obs
+        # a network that reads raw observations (a CNN on uint8 frames) gets them stored as they are
+        self.store_code = (self.policy.decode is not None or self.policy.reads_raw) and not cfg.norm_obs
         code = (tuple(space.shape), space.dtype) if self.store_code else None
         self.buf = Rollout(horizon, n, self.policy.obs_dim, head.action_shape, head.action_dtype, dev, init, code)
         # the one generator for sampling actions and minibatches, seeded from torch's global RNG
@@ -98,6 +101,20 @@ class ActorCriticRollout:
             else:
                 action, _, _, state = self.policy.act(x, state, done, self.generator)
         return self.policy.head.to_env(action), state
+
+    def policy_module(self) -> nn.Module:
+        """The deterministic policy as one module (``noeira export``): normalisation, network and
+        the most likely action as the env takes it; a recurrent network's state is an explicit
+        input and output (batch in dimension 1)."""
+        policy = self.policy
+
+        def act(obs: Tensor, state: PolicyState = None, done: Tensor | None = None) -> tuple[Tensor, PolicyState]:
+            action, state = policy.mode(policy.observe(obs), state, done)
+            return policy.head.to_env(action), state
+
+        if self.recurrent:
+            return RecurrentPolicy(policy, act, policy.initial_state, state_batch_dim=1)
+        return FeedForwardPolicy(policy, lambda obs: act(obs)[0])
 
     @torch.no_grad()
     def collect(self, env: BatchedEnv) -> None:
@@ -169,7 +186,8 @@ class ActorCriticRollout:
         state (required for a recurrent policy); else ``idx`` are flat row indices."""
         buf = self.buf
         dim = self.policy.obs_dim
-        decode = self.store_code and not self.policy.reads_code  # a network that reads codes decodes them itself
+        # a network that reads codes decodes them itself; raw observations go in as they are
+        decode = self.store_code and self.policy.decode is not None and not self.policy.reads_code
         read = (lambda code: self.policy.decode(code).reshape(*code.shape[:-1], dim)) if decode else (  # noqa: E731
             lambda x: x)
         with self.autocast():
@@ -188,28 +206,44 @@ class ActorCriticRollout:
         return ((self.steps_done - self.steps_per_collect) / total_steps).clamp(0, 1).float()
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks (with observation statistics), reward statistics, the step counter and the
-        generator; under ``bf16-master`` the float32 masters too. The training envs' recurrent
-        state is per episode and not saved."""
+        """Networks (with observation statistics), reward statistics, the step counter, the
+        generator and what ``collect`` carries over to the next call for the training envs (their
+        recurrent state, episode-start flags and running discounted return); under
+        ``bf16-master`` the float32 masters too."""
         out = {
             "policy": self.policy.state_dict(),
             "reward_scaler": self.reward_scaler.state_dict() if self.reward_scaler is not None else None,
             "steps_done": self.steps_done.clone(),
             "generator": self.generator.get_state(),
+            "training_envs": {k: v.clone() for k, v in self._training_envs().items()},
         }
         if self.weights.mixed:
             out["master"] = self.weights.state_dict()
         return out
 
+    def _training_envs(self) -> dict[str, Tensor]:
+        """The per-env tensors ``collect`` carries from one call to the next (live)."""
+        out = {"starts": self.starts}
+        if self.state is not None:
+            out["state"] = self.state
+        if self.reward_scaler is not None:
+            out["reward_return"] = self.reward_scaler.ret
+        return out
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Load in place (tensors keep their storage, so recorded graphs stay valid)."""
+        """Load in place (tensors keep their storage, so recorded graphs stay valid). The
+        training envs' per-env state is loaded where its shape fits (an agent built for
+        another number of envs, to evaluate, leaves it out)."""
         self.policy.load_state_dict(state["policy"])
         self.weights.load_state_dict(state.get("master"))
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.steps_done.copy_(torch.as_tensor(state["steps_done"]))
-        gen = state["generator"]
-        self.generator.set_state(gen.cpu() if isinstance(gen, Tensor) else gen)
+        restore_generator(self.generator, state["generator"], "agent generator")
+        saved = state.get("training_envs", {})
+        for k, live in self._training_envs().items():
+            if k in saved and tuple(saved[k].shape) == tuple(live.shape):
+                live.copy_(saved[k])
 
 
 def bootstrap_at_end(choice: str, spec: EnvSpec, horizon: int) -> bool:

@@ -16,11 +16,11 @@ import attrs
 import torch
 from torch import Tensor, nn
 
+from noeira.agents.cnn import network_class
 from noeira.agents.distributions import make_head
 from noeira.agents.nets import RunningMeanStd, space_dim
 from noeira.agents.optim import OPTIMIZERS
 from noeira.agents.precision import PRECISIONS, check_precision
-from noeira.core import registry
 from noeira.core.contracts import EnvSpec, NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
 from noeira.core.spaces import Encoded
@@ -34,7 +34,8 @@ class ActorCriticConfig:
     and reward normalisation (each algorithm's own keys are in its ``Config``)."""
 
     network: str = "mlp"
-    """Policy network, by name in the noeira.networks registry (noeira list shows them)."""
+    """Policy network, by name in the noeira.networks registry (noeira list shows them); torso+top stacks
+    a CNN under another network (impala-cnn+mingru: the CNN's features are the recurrent network's input)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Layer widths of the network (mlp: the hidden layers of the actor and of the critic; lstm,
     mingru: an input layer then one recurrent layer per entry, all of one width)."""
@@ -103,9 +104,11 @@ class ActorCritic(nn.Module):
                               features=cfg.hidden_sizes[-1], num_envs=spec.num_envs,
                               sde_sample_freq=cfg.sde_sample_freq)
         self.obs_rms = RunningMeanStd(self.obs_shape, device=device) if cfg.norm_obs else None
-        net_cls = registry.load("networks", cfg.network)
+        net_cls = network_class(cfg.network)  # a registered network, or torso+top (noeira.agents.cnn)
         self.reads_code = (isinstance(space, Encoded) and space.decode_into is not None and not cfg.norm_obs
                            and getattr(net_cls, "reads_code", False))  # an optional capability of a network class
+        # a network that takes the observation as the env gives it (a CNN: uint8 frames, scaled inside)
+        self.reads_raw = (not isinstance(space, Encoded) and not cfg.norm_obs and getattr(net_cls, "reads_raw", False))
         self.net = net_cls(NetworkSpec(
             observation_shape=self.obs_shape, outputs={"actor": self.head.num_outputs, "critic": 1},
             device=torch.device(device), hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
@@ -121,8 +124,9 @@ class ActorCritic(nn.Module):
     def observe(self, obs: Tensor, update: bool = False) -> Tensor:
         """Raw ``[B, *obs_shape]`` -> the network input ``[B, obs_dim]`` (float, normalised);
         ``update`` first folds the batch into the running statistics. Encoded observations
-        are decoded first, unless the network reads codes (``reads_code``: the code, as it is)."""
-        if self.reads_code:
+        are decoded first, unless the network reads codes (``reads_code``: the code, as it is);
+        a network that ``reads_raw`` (a CNN) takes the observation as it is."""
+        if self.reads_code or self.reads_raw:
             return obs
         if self.decode is not None:
             obs = self.decode(obs)
@@ -133,7 +137,7 @@ class ActorCritic(nn.Module):
         return obs.reshape(obs.shape[0], self.obs_dim).float()
 
     def _shaped(self, x: Tensor) -> Tensor:
-        return x if self.reads_code else x.view(*x.shape[:-1], *self.obs_shape)
+        return x if self.reads_code or self.reads_raw else x.view(*x.shape[:-1], *self.obs_shape)
 
     def value(self, x: Tensor, state: PolicyState = None) -> Tensor:
         """``x [B, obs_dim]`` (from :meth:`observe`) -> ``V(x) [B]`` (float32), continuing ``state``."""

@@ -33,6 +33,7 @@ import attrs
 import torch
 from torch import Tensor
 
+from noeira.agents import mujoco_recipes
 from noeira.agents.onpolicy import ActorCriticRollout, explained_variance, schedule, segment_minibatches
 from noeira.agents.optim import load_optimizer_state, scale_lr
 from noeira.agents.policy import ActorCriticConfig, check_optimizer
@@ -205,6 +206,28 @@ _RECIPES: dict[str, dict[str, dict[str, Any]]] = {
             "run": {"total_steps": 200_000, "log_interval": 5},
         },
     },
+    # gymnasium's MuJoCo locomotion envs: noeira.agents.mujoco_recipes (untested: notes say so)
+    **mujoco_recipes.tables("ppo"),
+}
+
+
+# Atari (atari:<game>, any game): CleanRL's ppo_atari.py (Huang et al. 2022): 8 envs x 128 steps, 4 epochs of 4
+# minibatches, lr 2.5e-4 annealed, clip 0.1 (the value clip too), entropy 0.01, rewards clipped to +-1 (ALE's
+# rewards are integers, so the clamp is CleanRL's sign), the Nature CNN with one 512-unit ReLU layer, 10M agent
+# steps (40M frames; CleanRL's total_timesteps counts agent steps). Its env options are the atari env's defaults
+# (noop reset, frame skip 4 with max-pool, 84x84 grayscale, stack 4, episodic life, fire reset); sticky actions
+# stay at v5's 0.25 (CleanRL's envs had none; env.repeat_action_probability=0 for its setting). cuda: 64 envs,
+# the same number of iterations (run.total_steps scales with num_envs), bf16 autocast. Not run to the end here.
+_ATARI_AGENT = {"horizon": 128, "update_epochs": 4, "num_minibatches": 4, "lr": 2.5e-4, "anneal_lr": True,
+                "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.1, "clip_vloss": True, "vf_clip_coef": 0.1,
+                "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5, "norm_adv": True, "reward_clamp": 1.0,
+                "network": "nature-cnn", "hidden_sizes": [512], "activation": "relu"}
+_RECIPES["atari"] = {
+    "cpu": {"env": {"num_envs": 8}, "agent": dict(_ATARI_AGENT), "run": {"total_steps": 10_000_000, "log_interval": 10},
+            "note": "not verified: CleanRL's ppo_atari settings, not yet run to the end with noeira"},
+    "cuda": {"env": {"num_envs": 64}, "agent": {**_ATARI_AGENT, "precision": "bf16"},
+             "run": {"total_steps": 80_000_000, "log_interval": 10},
+             "note": "not verified: CleanRL's ppo_atari settings, not yet run to the end with noeira"},
 }
 
 
@@ -237,7 +260,7 @@ class PPO:
     Config = Config
 
     # -- setup ---------------------------------------------------------------------------
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config | None = None, *, training: bool = True) -> None:
         cfg = config if config is not None else type(self).Config()
         self.config, self.spec, self.backend = cfg, spec, backend
         self.device = dev = backend.device
@@ -254,13 +277,13 @@ class PPO:
         self.num_updates = (cfg.update_epochs * cfg.num_minibatches if cfg.replay_ratio <= 0
                             else max(1, round(cfg.replay_ratio * cfg.num_minibatches)))
         self.minibatch_size = (t * n) // cfg.num_minibatches
-        if self.minibatch_size < 1:
+        if self.minibatch_size < 1 and training:  # acting alone (training=False) makes no minibatches
             raise ConfigError(f"agent.num_minibatches: {cfg.num_minibatches} minibatches need at least that many "
                               f"transitions, the batch has {t * n}")
         # whole env segments per minibatch: recurrent policies (BPTT) and prioritized sampling
         self.segments = self.rollout.recurrent or cfg.prio_alpha > 0
         self.minibatch_segments = 0
-        if self.segments:
+        if self.segments and training:
             self.minibatch_segments = segment_minibatches(n, cfg.num_minibatches)
         if cfg.advantage == "puff":
             # pi_current / pi_old per stored step, refreshed after each minibatch
@@ -279,6 +302,10 @@ class PPO:
             deterministic: bool = False) -> tuple[Tensor, PolicyState]:
         """``obs [B, *obs_shape]`` -> (env actions ``[B, *act_shape]`` clipped to a Box, next state)."""
         return self.rollout.act(obs, state, done, deterministic)
+
+    def policy_module(self) -> torch.nn.Module:
+        """The deterministic policy as one module, for ``noeira export`` (see ActorCriticRollout)."""
+        return self.rollout.policy_module()
 
     def collect(self, env: BatchedEnv) -> None:
         self.rollout.collect(env)

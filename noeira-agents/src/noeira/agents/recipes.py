@@ -20,12 +20,19 @@ _MODULES = {
     "sac": "noeira.agents.sac",
     "td3": "noeira.agents.td3",
     "ddpg": "noeira.agents.ddpg",
+    "c51": "noeira.agents.dqn:c51_recipe",
+    "rainbow": "noeira.agents.dqn:rainbow_recipe",
+    "pqn": "noeira.agents.pqn",
+    "redq": "noeira.agents.redq",
+    "bc": "noeira.agents.bc",
+    "act": "noeira.agents.act",
 }
 
 
 @hookimpl
 def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
-    module = _MODULES.get(agent)
-    if module is None:
+    target = _MODULES.get(agent)
+    if target is None:
         return None
-    return importlib.import_module(module).recipe(env, backend, num_envs)
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function or "recipe")(env, backend, num_envs)

@@ -6,7 +6,8 @@ transitions in the device replay buffer; ``learn`` runs ``updates_per_step`` upd
 
 1. critics: ``y = R + gamma^m (1 - terminated) (min_i Q_target_i(s', a') - alpha log pi(a'|s'))``
    with ``a' ~ pi(s')``; loss ``sum_i mean (Q_i(s, a) - y)^2``. The two critics are one
-   batched network (:class:`~noeira.agents.offpolicy.QEnsemble`).
+   batched network (:class:`~noeira.agents.offpolicy.QEnsemble`); with ``num_atoms`` they are
+   categorical and ``y`` a projected distribution (:mod:`noeira.agents.critics`).
 2. actor: ``mean(alpha log pi(a|s) - min_i Q_i(s, a))``, ``a ~ pi(s)`` reparameterized.
 3. temperature (``autotune``): ``-mean(alpha (log pi(a|s) + target_entropy))``,
    ``target_entropy = -target_entropy_scale * action_dim``.
@@ -34,15 +35,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from noeira.agents import mujoco_recipes
+from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
 from noeira.agents.distributions import gaussian_log_prob, sde_draw, sde_noise, sde_redraw_, sde_std
 from noeira.agents.offpolicy import (
     UNTESTED,
     OffPolicyAgent,
-    OffPolicyConfig,
-    QEnsemble,
     RecipeTables,
     frozen,
-    online_and_target,
     pick_recipe,
     relu_mlp,
 )
@@ -125,8 +125,8 @@ class SAC(OffPolicyAgent):
     """Soft Actor-Critic for 1-d ``Box`` action spaces."""
 
     @attrs.frozen
-    class Config(OffPolicyConfig):
-        """SAC's keys (with those every off-policy agent takes)."""
+    class Config(CriticConfig):
+        """SAC's keys (with the critics' and those every off-policy agent takes)."""
 
         actor_lr: float = 3e-4
         """Learning rate of the policy (and of the temperature)."""
@@ -152,8 +152,8 @@ class SAC(OffPolicyAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
-        super().__init__(spec, backend, config)
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
+        super().__init__(spec, backend, config, training=training)
         cfg, dev = config, self.device
         if cfg.sde and cfg.sde_sample_freq < 1:
             raise ConfigError(f"agent.sde_sample_freq: must be >= 1, got {cfg.sde_sample_freq}")
@@ -167,8 +167,7 @@ class SAC(OffPolicyAgent):
         else:
             self.actor = SquashedGaussianActor(self.obs_dim, self.act_dim, cfg.hidden, cfg.log_std_min,
                                                cfg.log_std_max).to(dev)
-        self.critic, self.critic_target = online_and_target(QEnsemble, 2, self.obs_dim, self.act_dim, cfg.hidden,
-                                                            device=dev)
+        self.critic, self.critic_target = make_critics(cfg, 2, self.obs_dim, self.act_dim, dev)
         self.log_alpha = nn.ParameterDict({"log_alpha": nn.Parameter(torch.tensor(math.log(cfg.alpha), device=dev))})
         self.nets.update({"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
                           "alpha": self.log_alpha})
@@ -198,16 +197,14 @@ class SAC(OffPolicyAgent):
         cfg = self.config
         alpha = self.log_alpha["log_alpha"].detach().exp()
 
-        # 1. critics toward the soft TD target
+        # 1. critics toward the soft TD target (scalar or categorical: noeira.agents.critics)
         with torch.no_grad(), self.autocast():
             next_action, next_log_prob = self.actor.sample(batch.next_obs, self.generator)
-            next_q = self.critic_target(batch.next_obs, next_action).float().min(0).values
-        target = batch.reward + batch.discount * (1.0 - batch.terminated) * (next_q - alpha * next_log_prob)
+            target = td_target(self.critic_target, batch.next_obs, next_action, batch, bonus=-alpha * next_log_prob)
         with self.autocast():
-            q = self.critic(batch.obs, batch.action).float()  # [2, B]
-        critic_loss = (q - target).square().mean(-1).sum()
+            loss, q = critic_loss(self.critic, batch.obs, batch.action, target)  # q: [2, B]
         self.critic_opt.zero_grad(set_to_none=False)
-        critic_loss.backward()
+        loss.backward()
         sync_gradients(self.critic.parameters())  # data-parallel: the ranks' mean gradient (no-op alone)
         self.critic_opt.step()
 
@@ -231,7 +228,7 @@ class SAC(OffPolicyAgent):
 
         # 4. targets
         self.polyak(self.critic_target, self.critic, cfg.tau)
-        return {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": q.mean(), "alpha": alpha,
+        return {"critic_loss": loss, "actor_loss": actor_loss, "q_mean": q.mean(), "alpha": alpha,
                 "entropy": -log_prob.mean()}
 
 
@@ -266,6 +263,8 @@ RECIPES: RecipeTables = {
                   "gamma": 0.9999, "tau": 0.01, "sde": True, "sde_sample_freq": 32, "sde_log_std_init": -3.67},
         "run": {"total_steps": 50_000, "log_interval": 250},
     }},
+    # gymnasium's MuJoCo locomotion envs: noeira.agents.mujoco_recipes (untested: notes say so)
+    **mujoco_recipes.tables("sac"),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 1_000_000, "log_interval": 250}}},
 }
 """SAC's tuned defaults: env name -> backend name -> recipe ("*": any other)."""

@@ -1,12 +1,15 @@
 """TD3 (Fujimoto et al. 2018): twin critics, target policy smoothing, delayed actor updates.
 
 The whole loop runs on the device (see :mod:`noeira.agents.offpolicy`): ``collect`` acts
-with the deterministic policy plus exploration noise (Gaussian, or Ornstein-Uhlenbeck with
-``noise = "ou"``; uniform random before ``learning_starts``) and stores the transitions;
+with the deterministic policy plus exploration noise (Gaussian; Ornstein-Uhlenbeck with
+``noise = "ou"``; with ``noise = "mixed"`` Gaussian of a scale each env draws at its episode
+start, as FastTD3; uniform random before ``learning_starts``) and stores the transitions;
 ``learn`` runs ``updates_per_step`` updates, each:
 
 1. critics: ``y = R + gamma^m (1 - terminated) min_i Q_target_i(s', clip(mu_target(s') + eps))``
-   with smoothing noise ``eps = clip(N(0, policy_noise), -noise_clip, noise_clip)``.
+   with smoothing noise ``eps = clip(N(0, policy_noise), -noise_clip, noise_clip)`` (with
+   ``num_atoms``: categorical critics and a projected target distribution, as FastTD3's;
+   :mod:`noeira.agents.critics`).
 2. every ``policy_delay``-th update: the actor ascends ``Q_1(s, mu(s))``, then the target
    actor and critics follow by Polyak averaging (rate ``tau``).
 
@@ -37,11 +40,11 @@ import attrs
 import torch
 from torch import Tensor, nn
 
+from noeira.agents import mujoco_recipes
+from noeira.agents.critics import CriticConfig, critic_loss, make_critics, td_target
 from noeira.agents.offpolicy import (
     UNTESTED,
     OffPolicyAgent,
-    OffPolicyConfig,
-    QEnsemble,
     RecipeTables,
     frozen,
     online_and_target,
@@ -69,18 +72,23 @@ class DeterministicActor(nn.Module):
 
 
 @attrs.frozen
-class DeterministicConfig(OffPolicyConfig):
-    """The keys of the deterministic-policy agents, TD3 and DDPG (with those every off-policy
-    agent takes); DDPG takes exactly these."""
+class DeterministicConfig(CriticConfig):
+    """The keys of the deterministic-policy agents, TD3 and DDPG (with the critics' and those every
+    off-policy agent takes); DDPG takes exactly these."""
 
     actor_lr: float = 3e-4
     """Learning rate of the actor."""
     critic_lr: float = 3e-4
     """Learning rate of the critics (DDPG: of the critic)."""
     exploration_noise: float = 0.1
-    """Standard deviation of the exploration noise (Gaussian; OU's sigma), in [-1, 1] action units."""
+    """Standard deviation of the exploration noise (Gaussian; OU's sigma; mixed: the largest), in
+    [-1, 1] action units."""
     noise: str = "gaussian"
-    """Exploration noise: gaussian | ou (Ornstein-Uhlenbeck, reset at episode ends)."""
+    """Exploration noise: gaussian | ou (Ornstein-Uhlenbeck, reset at episode ends) | mixed (Gaussian
+    whose std each env draws from U(exploration_noise_min, exploration_noise) at every episode start,
+    as FastTD3: many envs explore at many scales at once)."""
+    exploration_noise_min: float = 0.001
+    """With ``noise = mixed``: the smallest per-env standard deviation."""
     ou_theta: float = 0.15
     """Mean reversion rate of the OU noise."""
     ou_dt: float = 1e-2
@@ -111,20 +119,22 @@ class DeterministicAgent(OffPolicyAgent):
 
     config: DeterministicConfig
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: DeterministicConfig, *, num_critics: int,
+    def __init__(self, spec: EnvSpec, backend: Backend, config: DeterministicConfig, *, training: bool = True, num_critics: int,
                  policy_delay: int, policy_noise: float, noise_clip: float) -> None:
-        super().__init__(spec, backend, config)
+        super().__init__(spec, backend, config, training=training)
         cfg, dev = config, self.device
-        if cfg.noise not in ("gaussian", "ou"):
-            raise ConfigError(f"agent.noise: expected gaussian or ou, got {cfg.noise!r}")
+        if cfg.noise not in ("gaussian", "ou", "mixed"):
+            raise ConfigError(f"agent.noise: expected gaussian, ou or mixed, got {cfg.noise!r}")
+        if cfg.noise == "mixed" and not 0 <= cfg.exploration_noise_min <= cfg.exploration_noise:
+            raise ConfigError(f"agent.exploration_noise_min: must lie in [0, exploration_noise = "
+                              f"{cfg.exploration_noise}], got {cfg.exploration_noise_min}")
         self.num_critics, self.policy_delay = num_critics, policy_delay
         self.policy_noise, self.noise_clip = policy_noise, noise_clip
         self.delay_on_device = cfg.updates_per_step % policy_delay != 0
         """Whether the delay is decided per update on the device (else by the host pattern; module docstring)."""
         self.actor, self.actor_target = online_and_target(DeterministicActor, self.obs_dim, self.act_dim, cfg.hidden,
                                                           device=dev)
-        self.critic, self.critic_target = online_and_target(QEnsemble, num_critics, self.obs_dim, self.act_dim,
-                                                            cfg.hidden, device=dev)
+        self.critic, self.critic_target = make_critics(cfg, num_critics, self.obs_dim, self.act_dim, dev)
         self.nets.update({"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
                           "critic_target": self.critic_target})
         self.actor_opt = self.add_optimizer("actor", self.actor.parameters(), cfg.actor_lr)
@@ -132,10 +142,19 @@ class DeterministicAgent(OffPolicyAgent):
         if policy_delay > 1:
             _create_state(self.actor_opt)  # a masked (skipped) first step then leaves no state behind
         self.ou_state = torch.zeros((self.num_envs, self.act_dim), device=dev)
+        self.noise_scale = torch.zeros((self.num_envs, 1), device=dev)
+        """``noise = mixed``: each env's exploration std, drawn at its episode start."""
+        if cfg.noise == "mixed":
+            self.noise_scale.copy_(self._noise_scales())
 
     # -- exploration -------------------------------------------------------------------------
     def _noise(self, shape: tuple[int, ...]) -> Tensor:
         return torch.randn(shape, generator=self.generator, device=self.device)
+
+    def _noise_scales(self) -> Tensor:
+        """Fresh per-env stds ``[N, 1]``, uniform in ``[exploration_noise_min, exploration_noise)``."""
+        lo, hi = self.config.exploration_noise_min, self.config.exploration_noise
+        return lo + (hi - lo) * torch.rand((self.num_envs, 1), generator=self.generator, device=self.device)
 
     def explore(self, obs: Tensor) -> Tensor:
         cfg = self.config
@@ -144,12 +163,17 @@ class DeterministicAgent(OffPolicyAgent):
             x = self.ou_state
             x.add_(-cfg.ou_theta * cfg.ou_dt * x + cfg.exploration_noise * cfg.ou_dt**0.5 * self._noise(x.shape))
             noise = x
+        elif cfg.noise == "mixed":
+            noise = self.noise_scale * self._noise((obs.shape[0], self.act_dim))
         else:
             noise = cfg.exploration_noise * self._noise((obs.shape[0], self.act_dim))
         return (self.actor(obs) + noise).clamp(-1.0, 1.0)
 
     def after_step(self, done: Tensor) -> None:
-        self.ou_state.masked_fill_(done.unsqueeze(-1), 0.0)  # a fresh OU process per episode
+        if self.config.noise == "ou":
+            self.ou_state.masked_fill_(done.unsqueeze(-1), 0.0)  # a fresh OU process per episode
+        elif self.config.noise == "mixed":  # a fresh std per episode (drawn for every env: no dynamic shapes)
+            self.noise_scale.copy_(torch.where(done.unsqueeze(-1), self._noise_scales(), self.noise_scale))
 
     def policy_action(self, obs: Tensor, deterministic: bool) -> Tensor:
         """mu(s) (``deterministic``), else with Gaussian exploration noise."""
@@ -167,16 +191,14 @@ class DeterministicAgent(OffPolicyAgent):
             if self.policy_noise > 0:
                 smoothing = (self.policy_noise * self._noise(next_action.shape)).clamp(-self.noise_clip, self.noise_clip)
                 next_action = (next_action + smoothing).clamp(-1.0, 1.0)
-            next_q = self.critic_target(batch.next_obs, next_action).float().min(0).values
-        target = batch.reward + batch.discount * (1.0 - batch.terminated) * next_q
+            target = td_target(self.critic_target, batch.next_obs, next_action, batch)
         with self.autocast():
-            q = self.critic(batch.obs, batch.action).float()  # [num_critics, B]
-        critic_loss = (q - target).square().mean(-1).sum()
+            loss, q = critic_loss(self.critic, batch.obs, batch.action, target)  # q: [num_critics, B]
         self.critic_opt.zero_grad(set_to_none=False)
-        critic_loss.backward()
+        loss.backward()
         sync_gradients(self.critic.parameters())  # data-parallel: the ranks' mean gradient (no-op alone)
         self.critic_opt.step()
-        metrics = {"critic_loss": critic_loss, "q_mean": q.mean()}
+        metrics = {"critic_loss": loss, "q_mean": q.mean()}
 
         # 2. delayed actor and target updates (module docstring)
         d = self.policy_delay
@@ -203,7 +225,7 @@ class DeterministicAgent(OffPolicyAgent):
         return metrics
 
     def extra_state(self) -> dict[str, Tensor]:
-        return {**super().extra_state(), "ou_state": self.ou_state}
+        return {**super().extra_state(), "ou_state": self.ou_state, "noise_scale": self.noise_scale}
 
 
 class TD3(DeterministicAgent):
@@ -222,10 +244,10 @@ class TD3(DeterministicAgent):
 
     config: Config
 
-    def __init__(self, spec: EnvSpec, backend: Backend, config: Config) -> None:
+    def __init__(self, spec: EnvSpec, backend: Backend, config: Config, *, training: bool = True) -> None:
         if config.policy_delay < 1:
             raise ConfigError(f"agent.policy_delay: must be >= 1, got {config.policy_delay}")
-        super().__init__(spec, backend, config, num_critics=2, policy_delay=config.policy_delay,
+        super().__init__(spec, backend, config, training=training, num_critics=2, policy_delay=config.policy_delay,
                          policy_noise=config.policy_noise, noise_clip=config.noise_clip)
 
 
@@ -251,6 +273,8 @@ RECIPES: RecipeTables = {
                   "updates_per_step": 4, "actor_lr": 1e-3, "critic_lr": 1e-3, "noise": "ou", "exploration_noise": 0.75},
         "run": {"total_steps": 50_000, "log_interval": 250},
     }},
+    # gymnasium's MuJoCo locomotion envs: noeira.agents.mujoco_recipes (untested: notes say so)
+    **mujoco_recipes.tables("td3"),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 1_000_000, "log_interval": 250}}},
 }
 """TD3's (and DDPG's) tuned defaults: env name -> backend name -> recipe ("*": any other)."""

@@ -93,11 +93,14 @@ def make_agent(
     name: str,
     env: BatchedEnv | EnvSpec,
     backend: str | Backend | None = None,
+    *,
+    training: bool = True,
     **config: Any,
 ) -> Any:
     """The agent registered as ``name`` for ``env`` (or its spec); ``config`` are its keys.
     ``backend`` defaults to the env's own backend object (so the agent's generators join the
-    env's in ``backend.generators``, which a recorded step registers), else the env's device."""
+    env's in ``backend.generators``, which a recorded step registers), else the env's device.
+    ``training=False`` builds it to act only (deployment, evaluation: see the Agent contract)."""
     from noeira.core.contracts import Backend, EnvSpec
 
     spec = env if isinstance(env, EnvSpec) else env.spec
@@ -108,7 +111,7 @@ def make_agent(
         chosen = own if isinstance(own, Backend) else backend_for(spec.device)
     else:
         chosen = get_backend(backend)
-    return cls(spec, chosen, cfg)
+    return cls(spec, chosen, cfg) if training else cls(spec, chosen, cfg, training=False)
 
 
 def make_physics(

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from noeira.core import distributed, registry
+from noeira.core import commands, distributed, registry
 from noeira.core.api import split_name
 from noeira.core.config import (
     DEFAULT_AGENT,
@@ -52,7 +52,7 @@ def _print_keys(title: str, cls: type | None, console: Console) -> None:
     console.print(table)
 
 
-def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Console) -> None:
+def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Console, world_size: int = 1) -> None:
     from noeira.core.api import get_backend
     from noeira.core.recipes import find_recipes
 
@@ -69,10 +69,15 @@ def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Con
         console.print(f"  from {r.describe()}: {flat}", highlight=False, markup=False)
         if r.note:
             console.print(f"    note: {r.note}", highlight=False, markup=False)
+    steps = next((r.values["run"]["total_steps"] for r in reversed(recipes) if "total_steps" in r.values.get("run", {})),
+                 None)
+    if world_size > 1 and steps is not None and "total_steps" not in overrides.get("run", {}):
+        console.print(f"  with {world_size} processes: run.total_steps={steps * world_size:,} ({steps:,} x {world_size}: "
+                      "each process keeps the recipe's iterations)", highlight=False, markup=False)
     console.print("")
 
 
-def _train_help(overrides: dict[str, Any]) -> int:
+def _train_help(overrides: dict[str, Any], world_size: int = 1) -> int:
     console = _console()
     console.print(
         "usage: noeira train [KEY=VALUE ...] [--config FILE] [--run-dir DIR] [--overwrite] [--debug]\n"
@@ -81,10 +86,15 @@ def _train_help(overrides: dict[str, Any]) -> int:
         "metrics.jsonl, checkpoints/).\nKEY=VALUE overrides any config key: env=NAME, "
         "agent=NAME, backend=cpu|cuda|auto, graph=NAME, env.num_envs=N (per process with --nproc-per-node), "
         "agent.KEY=V, run.KEY=V.\n"
+        "With --nproc-per-node N each process steps its own env.num_envs envs, so the global batch is N times "
+        "larger, as with N times the envs;\nthe recipes keep their iterations: unless you set run.total_steps "
+        "(always the count of every process's steps), it becomes N times the recipe's.\n"
+        "run.resume=DIR continues run DIR bit-identically, with its own config as the lowest layer (change the "
+        "run.* keys, backend or graph; not env or agent).\n"
     )
     env_name = overrides.get("env", {}).get("name", DEFAULT_ENV)
     agent_name = overrides.get("agent", {}).get("name", DEFAULT_AGENT)
-    _print_recipes(agent_name, env_name, overrides, console)
+    _print_recipes(agent_name, env_name, overrides, console, world_size)
     _print_keys(f"agent={agent_name} (agent.KEY)", getattr(registry.load("agents", agent_name), "Config", None), console)
     _print_keys(f"env={env_name} (env.KEY; also env.num_envs)",
                 getattr(registry.load("envs", split_name(env_name)[0]), "Config", None), console)
@@ -96,13 +106,14 @@ def _train_help(overrides: dict[str, Any]) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from noeira.core.driver import config_from_cli, train
 
+    world_size = _launch_world_size(args)
     if args.help:
-        return _train_help(parse_overrides(args.overrides))
-    cfg = config_from_cli(args.overrides, args.config)  # a config error stops here, before any process starts
+        return _train_help(parse_overrides(args.overrides), world_size or 1)
+    cfg = config_from_cli(args.overrides, args.config, world_size)  # a config error stops here, before any process starts
     if args.nproc_per_node is not None and distributed.from_environment() is None:
         from pathlib import Path
 
-        from noeira.core.driver import prepare_run_dir
+        from noeira.core.rundir import prepare_run_dir
 
         if args.run_dir and not args.overwrite:
             prepare_run_dir(Path(args.run_dir), cfg, overwrite=False)  # refuse an existing run before launching
@@ -110,7 +121,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                   args.rdzv_endpoint or "", args.node_rank)
     try:
         record = train(cfg, run_dir=args.run_dir, overwrite=args.overwrite)
-    except BaseException:
+    except BaseException as err:
+        distributed.record_failure(err)  # before leaving the group, which makes the other ranks fail too
         distributed.shutdown(wait=False)
         raise
     rank = distributed.current()[0]
@@ -128,6 +140,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 _LAUNCH_OPTIONS = ("--nproc-per-node", "--nnodes", "--rdzv-endpoint", "--node-rank")
+
+
+def _launch_world_size(args: argparse.Namespace) -> int | None:
+    """The processes ``--nproc-per-node`` x ``--nnodes`` will start (None: not launching; an
+    elastic ``MIN:MAX`` node count counts MAX), which scale ``run.total_steps`` as they will in the ranks."""
+    if args.nproc_per_node is None or distributed.from_environment() is not None:
+        return None
+    nodes = str(args.nnodes).rpartition(":")[2]
+    return args.nproc_per_node * (int(nodes) if nodes.isdigit() else 1)
 
 
 def _without_launch_options(argv: list[str]) -> list[str]:
@@ -288,11 +309,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="versions, backends, GPU")
     p.set_defaults(func=cmd_info)
 
+    commands.add_commands(sub)  # noeira record, noeira export
     get_plugin_manager().hook.noeira_add_commands(subparsers=sub)
     return parser
 
 
-_COMMANDS_FROM = {"robot": "noeira-robot", "verify-graph": "noeira-cuda", "check-capture": "noeira-cuda"}
+_COMMANDS_FROM = {"robot": "noeira-robot", "deploy": "noeira-robot", "verify-graph": "noeira-cuda",
+                  "check-capture": "noeira-cuda"}
 """Commands that other noeira distributions add (through noeira_add_commands)."""
 
 

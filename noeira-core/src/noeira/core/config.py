@@ -64,7 +64,9 @@ class RunSection:
     """The run itself."""
 
     total_steps: int = 100_000
-    """Env steps to train for (all envs together)."""
+    """Env steps to train for, every env of every process together. Left to the recipe (or this
+    default), it is multiplied by the number of processes of a data-parallel run, so each
+    process keeps the recipe's iterations; set here, it is the global count as given."""
     seed: int = 0
     """Seeds torch, the env and the agent."""
     eval_episodes: int = 10
@@ -83,6 +85,10 @@ class RunSection:
     resume: str = ""
     """A checkpoint file or run directory to continue from (the same directory as --run-dir
     continues the run in place, appending to its metrics)."""
+    dataset: str = ""
+    """A LeRobot v3 dataset (a directory) that an offline agent (bc, act) learns from; dataset=PATH
+    for short. The env then defaults to the one it was recorded in (else the replay env
+    'dataset'), and total_steps counts gradient steps."""
 
 
 @attrs.frozen
@@ -109,6 +115,10 @@ class RunConfig:
     informational: ``config.toml`` holds the resolved values, not where they came from."""
     recipe_notes: tuple[str, ...] = ()
     """What the recipes that applied are known not to do (their ``note``s), warned when a run starts."""
+    world_size: int = 1
+    """The processes the config was resolved for (``--nproc-per-node`` x nodes)."""
+    total_steps_scaled: bool = False
+    """``run.total_steps`` is the recipe's (or the default) times ``world_size``: the user left it unset."""
 
     def to_dict(self) -> dict[str, Any]:
         env = {"name": self.env.name, "num_envs": self.num_envs, **_unstructure(self.env.config)}
@@ -196,7 +206,7 @@ def structure(data: Mapping[str, Any], cls: type[T], path: str) -> T:
 
 # -- overrides ------------------------------------------------------------------------------
 
-_SHORT = {"env": "env.name", "agent": "agent.name", "graph": "graph.name"}
+_SHORT = {"env": "env.name", "agent": "agent.name", "graph": "graph.name", "dataset": "run.dataset"}
 
 
 def _parse_value(key: str, text: str) -> Any:

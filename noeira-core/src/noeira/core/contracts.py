@@ -120,6 +120,9 @@ class BatchedEnv(Protocol):
     max_episode_steps: int | None
     capture_safe: bool
     spec: EnvSpec
+    resume_caveat: str | None
+    """Why a run resumed from :meth:`state_dict` does not continue bit-identically with the run
+    left alone (one line, logged when a run resumes); None when it does."""
 
     @property
     def obs(self) -> Tensor:
@@ -138,12 +141,27 @@ class BatchedEnv(Protocol):
         """Device scalars ``return_sum``, ``length_sum``, ``count`` of episodes completed
         since the last call, and ``<key>_sum`` for each extra per-episode statistic the env
         keeps (the driver reports ``episode_<key>`` = sum / count); then zero them. No host sync."""
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of everything that decides the env's next steps, for a checkpoint: its state,
+        time-limit counters, running and completed-episode sums not yet popped, the observation
+        buffer and its random state (generators, kernel keys). A run that resumes from it
+        continues bit-identically unless ``resume_caveat`` says otherwise."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s result in place (buffers keep their storage), saved on
+        any device: tensors move; a generator state that cannot move (CUDA's to a CPU) re-seeds
+        the generator deterministically from it, saying so in one log line
+        (:func:`noeira.core.rng.restore_generator`). Another env's state: a one-line ``ValueError``."""
     def close(self) -> None: ...
 
 
 @runtime_checkable
 class Agent(Protocol):
-    """A learner built from ``(EnvSpec, Backend, Config)``.
+    """A learner built as ``cls(spec: EnvSpec, backend, config, *, training=True)``.
+
+    ``training=False`` builds it to act only (evaluation, ``noeira eval``, deployment): it then
+    checks only the keys acting reads (not, say, that ``spec.num_envs`` fills its minibatches),
+    may skip its storage (replay buffers), and ``load_state_dict`` takes what acting needs from
+    a training checkpoint (per-env state of another ``num_envs`` is left out).
 
     ``collect(env)`` steps the env and stores experience on the device; ``learn()`` runs
     the gradient updates and returns metrics as device tensors (0-d). Both are capture-safe
@@ -169,12 +187,18 @@ class Agent(Protocol):
         """``obs [B, *obs_shape]`` -> ``(action [B, *act_shape], next state)``. Where ``done [B]``
         is True the env has just started an episode, so the state is reset first (no host sync)."""
     def set_total_steps(self, total_steps: int) -> None:
-        """Told once by the driver before training: the run's length in env steps (all
-        processes together), which schedules span unless the agent's config fixes them."""
+        """Told once by the driver before training: the run's length in this process's env
+        steps (``run.total_steps / world_size``: each rank of a data-parallel run trains as one
+        process with its ``num_envs`` would), which schedules span unless the config fixes them."""
     def collect(self, env: BatchedEnv) -> None: ...
     def learn(self) -> Mapping[str, Tensor]: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+    def state_dict(self) -> dict[str, Any]:
+        """Everything training continues from, bit for bit: weights, optimizer state,
+        normalisers, counters, random generators, and the per-env state ``collect`` carries
+        across calls (a recurrent state, episode-start flags, replay buffers)."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Load in place (recorded graphs keep their tensors), from a checkpoint made on any
+        device (generator states that cannot move: :func:`noeira.core.rng.restore_generator`)."""
 
 
 @attrs.frozen

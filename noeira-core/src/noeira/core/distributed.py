@@ -15,8 +15,10 @@ writes the run directory. Alone (``world_size == 1``) every function here is a n
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:  # torch is imported where it is used: `noeira --help` must no
     from torch import Tensor
 
 __all__ = ["World", "from_rank_zero", "all_reduce_max_", "all_reduce_mean_", "all_reduce_sum_", "broadcast_", "current",
-           "gather_objects", "init", "launch", "shutdown", "sync_gradients"]
+           "gather_objects", "init", "launch", "record_failure", "shutdown", "sync_gradients"]
 
 TIMEOUT_ENV = "NOEIRA_DIST_TIMEOUT"
 """Seconds a collective may wait for the other ranks before the job fails (default 300)."""
@@ -90,6 +92,53 @@ def shutdown(wait: bool = True) -> None:
     if wait:
         dist.barrier()
     dist.destroy_process_group()
+
+
+def record_failure(err: BaseException) -> None:
+    """Under torchrun: write why this rank failed, and when (to the microsecond), to the error file
+    torchrun gives it (``TORCHELASTIC_ERROR_FILE``), before the rank leaves its process group. The
+    ranks that fail because this one left (their collectives lose a peer) fail later, so
+    :func:`launch` names the rank whose failure came first: torchrun's own timestamps are whole
+    seconds, and ranks that end within one second of each other would tie (the lowest rank named)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    now = time.time()
+    message = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}".rstrip(": ")
+    try:
+        with open(path, "w") as f:
+            json.dump({"message": message, "timestamp": int(now), "noeira_failed_at": now,
+                       "rank": int(os.environ.get("RANK", "0")), "pid": os.getpid()}, f)
+    except OSError:
+        pass  # torchrun falls back to the time it saw the rank exit
+
+
+def _first_failure(failures: dict[int, Any]) -> tuple[int, int, int, str, str]:
+    """``(rank, local rank, pid, how it ended, its message)`` of the rank that failed first: by the
+    times ranks wrote (:func:`record_failure`), over the failures torchrun saw and the error files
+    of this node's other ranks (a rank that failed first may still be exiting when the ranks it
+    took down have ended), else by torchrun's timestamps."""
+    seen: dict[int, tuple[float, int, int, str, str]] = {}
+    for rank, f in failures.items():
+        data = getattr(f, "error_file_data", None) or {}
+        how = f"exit code {f.exitcode}" if f.exitcode is not None and f.exitcode >= 0 else f"signal {-(f.exitcode or 0)}"
+        said = data.get("message", "") if "noeira_failed_at" in data else ""
+        seen[rank] = (float(data.get("noeira_failed_at", f.timestamp)), f.local_rank, f.pid, f"ended with {how}", said)
+        if not f.error_file or not os.path.isfile(f.error_file):
+            continue
+        attempt = os.path.dirname(os.path.dirname(f.error_file))  # .../attempt_N/<local rank>/error.json
+        for local in os.listdir(attempt):
+            path = os.path.join(attempt, local, "error.json")
+            try:
+                with open(path) as fp:
+                    other = json.load(fp)
+            except (OSError, ValueError):
+                continue
+            if "noeira_failed_at" in other and int(other.get("rank", -1)) not in seen and local.isdigit():
+                seen[int(other["rank"])] = (float(other["noeira_failed_at"]), int(local), int(other.get("pid", -1)),
+                                            "failed", str(other.get("message", "")))
+    rank = min(seen, key=lambda r: (seen[r][0], r))
+    return (rank, *seen[rank][1:])
 
 
 def all_reduce_mean_(tensors: Sequence[Tensor]) -> None:
@@ -201,13 +250,11 @@ def launch(train_argv: Sequence[str], nproc_per_node: int, nnodes: str = "1", rd
     try:
         run(parse_args(args))
     except ChildFailedError as err:
-        failures = err.failures
-        first = min(failures, key=lambda r: failures[r].timestamp) if failures else None
-        if first is None:
+        if not err.failures:
             raise UserError("distributed run failed") from None
-        f = failures[first]
-        why = f"exit code {f.exitcode}" if f.exitcode is not None and f.exitcode >= 0 else f"signal {-(f.exitcode or 0)}"
-        raise UserError(f"distributed run failed: rank {first} (local rank {f.local_rank}, pid {f.pid}) ended with "
-                        f"{why}; the other ranks were stopped (its error is above)") from None
+        rank, local, pid, how, said = _first_failure(err.failures)
+        said = f" ({said})" if said else ""
+        raise UserError(f"distributed run failed: rank {rank} (local rank {local}, pid {pid}) {how}{said}; the other "
+                        "ranks were stopped (its error is above)") from None
     return 0
 

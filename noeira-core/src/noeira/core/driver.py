@@ -1,4 +1,4 @@
-"""The training driver: resolve the config, build by name, loop, log, checkpoint, evaluate.
+"""The training driver: build by name, loop, log, checkpoint, evaluate.
 
 ::
 
@@ -6,19 +6,18 @@
     learn   = graph.wrap(agent.learn)   if capture_train else agent.learn
     until total_steps: collect(env); metrics = learn()      # no host sync here
     every log_interval iterations: one read of the device metrics -> hooks
+
+Config resolution is :mod:`noeira.core.resolve`; run directories, checkpoints and resuming are
+:mod:`noeira.core.rundir`; evaluation is :mod:`noeira.core.evaluation`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import importlib.metadata as md
-import json
 import logging
-import math
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -28,46 +27,57 @@ from typing import Any
 import attrs
 import torch
 
-from noeira.core import distributed, registry
-from noeira.core.api import get_backend, get_graph_backend, plugin_config, split_name
-from noeira.core.config import (
-    DEFAULT_AGENT,
-    DEFAULT_ENV,
-    GraphConfig,
-    PluginSection,
-    RunConfig,
-    RunSection,
-    deep_merge,
-    load_toml,
-    parse_overrides,
-    structure,
-)
+from noeira.core import distributed, registry, rng
+from noeira.core.api import get_backend, get_graph_backend, split_name
+from noeira.core.config import GraphConfig, RunConfig, load_toml
 from noeira.core.contracts import Agent, Backend, BatchedEnv
+from noeira.core.dataset.offline import attach_dataset
 from noeira.core.errors import ConfigError, Terminated, UserError
+from noeira.core.evaluation import eval_batch, evaluate
 from noeira.core.plugins import get_plugin_manager, plugin_distribution
-from noeira.core.recipes import find_recipes, merged_recipe
+from noeira.core.resolve import config_from_cli, resolve
+from noeira.core.rundir import (
+    Resume,
+    Run,
+    atomic_write,
+    checkpoint_file,
+    checkpoint_payload,
+    git_commit,
+    load_checkpoint,
+    new_run_dir,
+    prepare_run_dir,
+    read_resume,
+    restore,
+    save_checkpoint,
+    shard_path,
+    utc_now,
+    write_json,
+)
 
 __all__ = [
+    "LoadedRun",
     "Pieces",
-    "Run",
     "build",
     "build_env",
+    "choose_graph",
     "config_from_cli",
+    "episode_metrics",
+    "eval_run",
     "evaluate",
     "load_checkpoint",
-    "prepare_run_dir",
+    "load_run",
     "process_backend",
     "rank_seed",
     "records_learn",
     "resolve",
-    "save_checkpoint",
     "train",
 ]
+# resolve, config_from_cli, load_checkpoint and evaluate live in resolve.py, rundir.py and
+# evaluation.py; they are named here too because examples, benchmarks and other distributions
+# import them from the driver.
 
 log = logging.getLogger("noeira")
 GRAPH_ENV = "NOEIRA_GRAPH_BACKEND"
-_TOP_KEYS = ("backend", "env", "agent", "graph", "run")
-DEFAULT_NUM_ENVS = 16
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -76,126 +86,22 @@ def rank_seed(seed: int, rank: int) -> int:
     return seed + 1_000_003 * rank
 
 
-def resolve(raw: Mapping[str, Any]) -> RunConfig:
-    """Layer the recipes for the chosen agent, env and backend (``noeira_recipe``) under ``raw``
-    and structure every section."""
-    for key in raw:
-        if key not in _TOP_KEYS:
-            raise ConfigError(f"{key}: unknown key (known keys: {', '.join(_TOP_KEYS)})")
-    for key in ("env", "agent", "graph", "run"):
-        if key in raw and not isinstance(raw[key], Mapping):
-            raise ConfigError(f"{key}: expected a table, got {raw[key]!r}")
-    backend_name = raw.get("backend", "auto")
-    if not isinstance(backend_name, str):
-        raise ConfigError(f"backend: expected a string, got {backend_name!r}")
-    backend = get_backend(backend_name)
-    env_name = raw.get("env", {}).get("name", DEFAULT_ENV)
-    agent_name = raw.get("agent", {}).get("name", DEFAULT_AGENT)
-    for path, value in (("env.name", env_name), ("agent.name", agent_name)):
-        if not isinstance(value, str):
-            raise ConfigError(f"{path}: expected a string, got {value!r}")
-    agent_cls = registry.load("agents", agent_name)
-    user_envs = raw.get("env", {}).get("num_envs")
-    user_envs = user_envs if isinstance(user_envs, int) and not isinstance(user_envs, bool) and user_envs >= 1 else None
-    recipes = find_recipes(agent_name, env_name, backend.name, user_envs)
-    merged = deep_merge(merged_recipe(recipes), raw)
-
-    env_data = dict(merged.get("env", {}))
-    env_data.pop("name", None)
-    num_envs = env_data.pop("num_envs", DEFAULT_NUM_ENVS)
-    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-        raise ConfigError(f"env.num_envs: expected an integer >= 1, got {num_envs!r}")
-    base, implied = split_name(env_name)
-    env_cfg = plugin_config(registry.load("envs", base), {**env_data, **implied}, "env")
-    agent_data = dict(merged.get("agent", {}))
-    agent_data.pop("name", None)
-    agent_cfg = plugin_config(agent_cls, agent_data, "agent")
-    graph = structure(merged.get("graph", {}), GraphConfig, "graph")
-    run = structure(merged.get("run", {}), RunSection, "run")
-    for key in ("total_steps", "log_interval"):
-        if getattr(run, key) < 1:
-            raise ConfigError(f"run.{key}: must be >= 1, got {getattr(run, key)}")
-    for key in ("eval_episodes", "checkpoint_interval", "checkpoint_minutes"):
-        if getattr(run, key) < 0:
-            raise ConfigError(f"run.{key}: must be >= 0, got {getattr(run, key)}")
-    index = backend_name.partition(":")[2]
-    return RunConfig(
-        backend=f"{backend.name}:{index}" if index else backend.name, env=PluginSection(env_name, env_cfg),
-        num_envs=num_envs, agent=PluginSection(agent_name, agent_cfg), graph=graph, run=run,
-        recipes=tuple(r.describe() for r in recipes),
-        recipe_notes=tuple(f"{r.note} (recipe of {r.describe()})" for r in recipes if r.note),
-    )
-
-
-def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None) -> BatchedEnv:
+def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, seed: int | None = None,
+              evaluation: bool = False) -> BatchedEnv:
+    """The run's env; ``evaluation``: the one that scores the policy, whose config an env class may
+    adjust by an ``evaluation_config(config)`` classmethod (Atari: whole games, not lives)."""
     base, _ = split_name(cfg.env.name)
     cls = registry.load("envs", base)
-    return cls(cfg.env.config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
+    config = cfg.env.config
+    if evaluation and hasattr(cls, "evaluation_config"):
+        config = cls.evaluation_config(config)
+    return cls(config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
 
 
 def choose_graph(cfg: GraphConfig, backend: Backend) -> str:
     """Config first, then ``$NOEIRA_GRAPH_BACKEND``, then a plugin's default, then eager."""
     return (cfg.name or os.environ.get(GRAPH_ENV, "").strip()
             or get_plugin_manager().hook.noeira_default_graph_backend(backend=backend) or "eager")
-
-
-@torch.no_grad()
-def evaluate(agent: Agent, env: BatchedEnv, episodes: int, seed: int) -> dict[str, Any]:
-    """Mean and std of the first episode's return in each of ``episodes`` envs, acting
-    deterministically (a recurrent policy carries its state). ``env`` must have
-    ``num_envs == episodes``."""
-    obs = env.reset(seed=seed)
-    n = env.num_envs
-    returns = torch.zeros(n, dtype=torch.float64, device=env.device)
-    finished = torch.zeros(n, dtype=torch.bool, device=env.device)
-    state, done = agent.initial_state(n), torch.ones(n, dtype=torch.bool, device=env.device)
-    limit = env.max_episode_steps or 100_000
-    for t in range(limit + 1):
-        action, state = agent.act(obs, state, done, deterministic=True)
-        result = env.step(action)
-        returns += result.reward.double() * (~finished)
-        done = result.terminated | result.truncated
-        finished |= done
-        obs = result.obs
-        if t % 16 == 15 and bool(finished.all()):
-            break
-    r = returns.cpu()
-    return {"mean_return": float(r.mean()), "std_return": float(r.std(unbiased=False)) if n > 1 else 0.0,
-            "episodes": n}
-
-
-def _atomic_write(path: Path, write: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def save_checkpoint(path: Path, agent: Any, cfg: RunConfig, iteration: int, env_steps: int) -> None:
-    """Write a checkpoint atomically (a crash leaves the previous one whole)."""
-    payload = {"agent": agent.state_dict(), "iteration": iteration, "env_steps": env_steps,
-               "config": cfg.to_dict(), "format": 1}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, lambda p: torch.save(payload, p))
-
-
-def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
-    p = Path(path)
-    if p.is_dir():
-        for candidate in (p / "checkpoints" / "final.pt", p / "checkpoints" / "latest.pt", p / "final.pt", p / "latest.pt"):
-            if candidate.is_file():
-                p = candidate
-                break
-        else:
-            raise UserError(f"{path}: no checkpoint found (looked for checkpoints/final.pt and latest.pt)")
-    if not p.is_file():
-        raise UserError(f"{path}: no such checkpoint")
-    try:
-        return torch.load(p, map_location=map_location, weights_only=False)
-    except Exception as err:
-        raise UserError(f"{p}: not a readable checkpoint ({type(err).__name__}: {err})") from None
 
 
 def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
@@ -212,55 +118,6 @@ def _versions(cfg: RunConfig, graph: str) -> dict[str, str]:
             if info.name == name:
                 out[info.distribution] = info.version
     return dict(sorted(out.items()))
-
-
-def _git_commit() -> str | None:
-    for where in (Path(__file__).resolve().parent, Path.cwd()):
-        try:
-            out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
-                                 text=True, timeout=5, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if out.returncode == 0:
-            return out.stdout.strip()
-    return None
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-@attrs.define
-class Run:
-    """A run in progress, as the hooks see it."""
-
-    config: RunConfig
-    dir: Path
-    """The run directory (written by rank 0 only)."""
-    backend: Backend
-    env: BatchedEnv
-    agent: Agent
-    graph: str
-    iteration: int = 0
-    env_steps: int = 0
-    started: str = attrs.field(factory=_now)
-    state: dict[str, Any] = attrs.field(factory=dict)
-    """Scratch space for hook implementations (one key each)."""
-
-
-def _new_run_dir(cfg: RunConfig) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path("runs") / f"{split_name(cfg.env.name)[0]}-{cfg.agent.name}-{stamp}"
-    path, i = base, 1
-    while path.exists():
-        path, i = base.with_name(f"{base.name}-{i}"), i + 1
-    return path
-
-
-def config_from_cli(overrides: list[str], config: str | Path | None = None) -> RunConfig:
-    """The config ``noeira train [overrides] [--config FILE]`` runs with."""
-    raw = load_toml(config) if config else {}
-    return resolve(deep_merge(raw, parse_overrides(overrides)))
 
 
 @attrs.define
@@ -296,7 +153,9 @@ def build(cfg: RunConfig, graph_name: str = "eager", backend: Backend | None = N
         if not env.capture_safe and graph_name != "eager":
             log.warning("env %r is not capture-safe: its collect runs eagerly under graph %r", cfg.env.name, graph_name)
     agent = registry.load("agents", cfg.agent.name)(env.spec, backend, cfg.agent.config)
-    agent.set_total_steps(cfg.run.total_steps)
+    agent.set_total_steps(-(-cfg.run.total_steps // backend.world_size))  # this process's share
+    if attach_dataset(agent, cfg):  # an offline agent (bc, act) reads run.dataset; its collect does nothing
+        capture_env = False
     distributed.broadcast_(_shared_tensors(agent, backend))  # every rank starts from rank 0's weights
     env.reset(seed=seed)
     return Pieces(cfg, backend, env, agent, bool(capture_env), cfg.graph.capture_train)
@@ -335,28 +194,6 @@ class _StopRequests:
             signal.signal(sig, old)
 
 
-def _is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / name).exists() for name in ("config.toml", "record.json", "metrics.jsonl",
-                                                                     "checkpoints"))
-
-
-def prepare_run_dir(path: Path, cfg: RunConfig, overwrite: bool) -> None:
-    """Refuse to write over an existing run unless told what to do: ``run.resume`` naming that
-    run continues it in place; ``overwrite`` clears it first."""
-    if not _is_run_dir(path):
-        return
-    resume = Path(cfg.run.resume) if cfg.run.resume else None
-    if resume is not None and (resume.resolve() == path.resolve() or resume.resolve().parent.parent == path.resolve()):
-        return
-    if not overwrite:
-        raise UserError(f"--run-dir {path}: already holds a run; continue it with run.resume={path}, "
-                        "or pass --overwrite to replace it")
-    for name in ("config.toml", "record.json", "metrics.jsonl", "metrics.csv"):
-        (path / name).unlink(missing_ok=True)
-    for ckpt in (path / "checkpoints").glob("*.pt"):
-        ckpt.unlink()
-
-
 def process_backend(name: str) -> Backend:
     """This process's backend: alone, ``name``; launched by torchrun, the device of its local rank
     (``cuda:LOCAL_RANK``) with its rank and world size, the process group joined."""
@@ -369,11 +206,12 @@ def process_backend(name: str) -> Backend:
 
 def _shared_tensors(agent: Agent, backend: Backend) -> list[torch.Tensor]:
     """The agent's tensors every rank must hold alike (weights, normaliser statistics, optimizer
-    state): its state_dict's tensors on the device, except replay buffers and generator states."""
+    state): its state_dict's tensors on the device, except replay buffers, generator states and
+    the per-env state of each rank's training envs."""
     out: list[torch.Tensor] = []
 
     def walk(x: Any, key: str) -> None:
-        if key in ("replay", "generator"):
+        if key in ("replay", "generator", "training_envs"):
             return
         if isinstance(x, torch.Tensor):
             if x.device == backend.device:
@@ -417,32 +255,48 @@ def episode_metrics(env: BatchedEnv, host: dict[str, float]) -> dict[str, float]
     return host
 
 
+def _agreed(check: Any) -> Any:
+    """``check()`` on every rank; a :class:`UserError` on any rank stops them all, before any
+    work, with the first rank's message."""
+    value, error = None, None
+    try:
+        value = check()
+    except UserError as err:
+        error = str(err)
+    first = next((e for e in distributed.gather_objects(error) if e is not None), None)
+    if first is not None:
+        raise UserError(first)
+    return value
+
+
 def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | None = None,
           overwrite: bool = False) -> dict[str, Any]:
     """Train as ``cfg`` says; returns the record. Rank 0 (the only process when training alone)
-    writes the run directory, calls the run hooks and evaluates; other ranks train beside it.
-    ``backend`` (default: ``cfg.backend``) is where this process computes, with its rank.
+    writes the run directory, calls the run hooks and evaluates; other ranks train beside it
+    and write their part of each checkpoint. ``backend`` (default: ``cfg.backend``) is where this
+    process computes, with its rank.
 
     An existing run at ``run_dir`` is refused unless ``cfg.run.resume`` names it (continue in
-    place) or ``overwrite``. SIGINT or SIGTERM stop the loop at the end of an iteration with a
-    checkpoint (``checkpoints/latest.pt``) and ``record.json`` (outcome ``interrupted`` or
-    ``terminated``), then raise ``KeyboardInterrupt`` or :class:`Terminated`."""
+    place) or ``overwrite``. ``run.resume`` is read and checked before anything is written, then
+    loaded into the freshly built env and agent: the run continues bit-identically with the run
+    left alone (see ``BatchedEnv.resume_caveat`` for envs that cannot). SIGINT or SIGTERM stop the
+    loop at the end of an iteration with a checkpoint (``checkpoints/latest.pt``) and
+    ``record.json`` (outcome ``interrupted`` or ``terminated``), then raise ``KeyboardInterrupt``
+    or :class:`Terminated`."""
     pm = get_plugin_manager()
     if backend is None:
         backend = process_backend(cfg.backend)
     main = backend.rank == 0
-    path = Path(run_dir) if run_dir is not None else _new_run_dir(cfg)
+    path = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
     path = Path(distributed.from_rank_zero(str(path)))  # rank 0's choice (a new directory is named by the time)
-    error = None
-    if main:
-        try:
+
+    def start_checks() -> Resume | None:
+        if main:
             prepare_run_dir(path, cfg, overwrite)
             pm.hook.noeira_configure(config=cfg)
-        except UserError as err:
-            error = str(err)
-    error = distributed.from_rank_zero(error)  # a refused run stops every rank before any work
-    if error is not None:
-        raise UserError(error)
+        return read_resume(cfg, backend) if cfg.run.resume else None
+
+    resume = _agreed(start_checks)  # a refused run stops every rank before any work
     if main and not cfg.recipes:
         log.warning("no tuned recipe for agent %r on env %r (%s): the plugins' defaults apply and may not solve it",
                     cfg.agent.name, cfg.env.name, cfg.backend)
@@ -452,21 +306,19 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     graph = get_graph_backend(graph_name)
     pieces = build(cfg, graph_name, backend)
     env, agent, capture_env = pieces.env, pieces.agent, pieces.capture_env
-
-    if main:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "checkpoints").mkdir(exist_ok=True)
-        _atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     run = Run(config=cfg, dir=path, backend=backend, env=env, agent=agent, graph=graph_name)
-    if cfg.run.resume:
-        ckpt = load_checkpoint(cfg.run.resume, map_location=backend.device)
-        run.iteration, run.env_steps = int(ckpt["iteration"]), int(ckpt["env_steps"])
-        if run.env_steps >= cfg.run.total_steps:
+    if resume is not None:
+        try:
+            _agreed(lambda: restore(agent, env, backend, cfg, resume, rank_seed(cfg.run.seed, backend.rank)))
+        except BaseException:
             env.close()
-            raise UserError(f"run.resume={cfg.run.resume}: that run is finished ({run.env_steps:,} of "
-                            f"run.total_steps={cfg.run.total_steps:,} steps); raise run.total_steps to train on")
-        agent.load_state_dict(ckpt["agent"])
+            raise
+        run.iteration, run.env_steps = int(resume.main["iteration"]), int(resume.main["env_steps"])
 
+    path.mkdir(parents=True, exist_ok=True)  # every rank: each writes its part of the checkpoints
+    (path / "checkpoints").mkdir(exist_ok=True)
+    if main:
+        atomic_write(path / "config.toml", lambda p: p.write_text(cfg.to_toml()))
     collect = graph.wrap(agent.collect, backend) if capture_env else agent.collect
     capture_train = records_learn(cfg, backend, graph_name)
     if main and cfg.graph.capture_train and not capture_train:
@@ -474,20 +326,25 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
                     graph_name, backend.world_size)
     learn = graph.wrap(agent.learn, backend) if capture_train else agent.learn
     record: dict[str, Any] = {
-        "versions": _versions(cfg, graph_name), "commit": _git_commit(), "backend": backend.name,
+        "versions": _versions(cfg, graph_name), "commit": git_commit(), "backend": backend.name,
         "device": backend.device_name(), "graph": graph_name, "capture_env": bool(capture_env),
         "capture_train": capture_train, "run_dir": str(path), "start": run.started,
         "resumed_from": cfg.run.resume or None, "recipes": list(cfg.recipes),
         "recipe_notes": list(cfg.recipe_notes),
         "world_size": backend.world_size, "num_envs_per_rank": cfg.num_envs,
+        "total_steps": cfg.run.total_steps,
+        "total_steps_note": (f"the recipe's {cfg.run.total_steps // cfg.world_size:,} x {cfg.world_size} processes "
+                             "(each keeps the recipe's iterations)") if cfg.total_steps_scaled else None,
         "devices": distributed.gather_objects(f"{backend.name} {backend.device} ({backend.device_name()})"),
     }
+    if resume is not None:
+        record["resumed_at"] = {"iteration": run.iteration, "env_steps": run.env_steps}
     steps_per_iteration = agent.steps_per_collect * backend.world_size  # the budget counts every rank's steps
 
     def checkpoint(name: str) -> None:
+        ckpt = shard_path(path / "checkpoints" / name, backend.rank)
+        save_checkpoint(ckpt, checkpoint_payload(run))
         if main:
-            ckpt = path / "checkpoints" / name
-            save_checkpoint(ckpt, agent, cfg, run.iteration, run.env_steps)
             pm.hook.noeira_checkpoint_saved(run=run, path=ckpt)
 
     outcome = "failed"
@@ -498,10 +355,11 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
     window_t, window_steps = t0, run.env_steps
     saved_t = t0
     stop = _StopRequests()
-    stop_flag = torch.zeros(1, device=backend.device)
+    agree = torch.zeros(2, device=backend.device)  # (signal, checkpoint due by time): ranks act together
+    stopping: int | None = None  # the signal the loop stops for (with several processes: once all agree)
     try:
         with stop:
-            while run.env_steps < cfg.run.total_steps and stop.signal is None:
+            while run.env_steps < cfg.run.total_steps and stopping is None:
                 collect(env)
                 metrics = learn()
                 run.iteration += 1
@@ -516,17 +374,26 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
                     pm.hook.noeira_iteration(run=run, iteration=run.iteration, env_steps=run.env_steps, metrics=host)
                 due_time = cfg.run.checkpoint_minutes > 0 and time.perf_counter() - saved_t >= 60 * cfg.run.checkpoint_minutes
                 due_iter = cfg.run.checkpoint_interval and run.iteration % cfg.run.checkpoint_interval == 0
-                if (due_time or due_iter) and not last:
+                if backend.world_size == 1:
+                    stopping = stop.signal
+                else:
+                    # a signal reaches the ranks at different iterations, and their clocks differ: they
+                    # stop, and checkpoint by time, at the log interval where one of them asks (a rank
+                    # leaving alone would leave the others waiting in the next collective)
+                    due_time = False
+                    if run.iteration % cfg.run.log_interval == 0 or last:
+                        agree[0].fill_(float(stop.signal or 0))
+                        agree[1].fill_(float(cfg.run.checkpoint_minutes > 0 and
+                                             time.perf_counter() - saved_t >= 60 * cfg.run.checkpoint_minutes))
+                        distributed.all_reduce_max_(agree)
+                        flags = agree.tolist()
+                        stopping = int(flags[0]) if flags[0] > 0 else None
+                        due_time = flags[1] > 0
+                if (due_time or due_iter) and not last and stopping is None:
                     checkpoint("latest.pt")
                     saved_t = time.perf_counter()
-                if backend.world_size > 1 and run.iteration % cfg.run.log_interval == 0:
-                    # a signal may reach the ranks at different iterations: stop together
-                    stop_flag.fill_(float(stop.signal or 0))
-                    distributed.all_reduce_max_(stop_flag)
-                    if stop.signal is None and float(stop_flag) > 0:
-                        stop.signal = int(stop_flag.item())
-        if stop.signal is not None:
-            raise Terminated() if stop.signal == signal.SIGTERM else KeyboardInterrupt()
+        if stopping is not None:
+            raise Terminated() if stopping == signal.SIGTERM else KeyboardInterrupt()
         backend.synchronize()
         train_time = time.perf_counter() - t0
         if backend.world_size > 1:  # the ranks' parameters, hashed on each: they must be identical
@@ -536,9 +403,13 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         record["steps_per_second"] = (run.env_steps - steps0) / max(train_time, 1e-9)
         if main and cfg.run.eval_episodes:
             t_eval = time.perf_counter()
-            eval_env = build_env(cfg, backend, num_envs=cfg.run.eval_episodes, seed=cfg.run.seed + 1)
-            record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1)
-            eval_env.close()
+            eval_env = build_env(cfg, backend, num_envs=eval_batch(cfg, cfg.run.eval_episodes), seed=cfg.run.seed + 1,
+                                 evaluation=True)
+            try:
+                record["final_eval"] = evaluate(agent, eval_env, cfg.run.eval_episodes, seed=cfg.run.seed + 1,
+                                                graph=graph, backend=backend)
+            finally:
+                eval_env.close()
             record["eval_seconds"] = time.perf_counter() - t_eval
         outcome = "completed"
     except (KeyboardInterrupt, Terminated) as err:
@@ -546,24 +417,42 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
         checkpoint("latest.pt")
         raise
     finally:
-        record.update({"end": _now(), "env_steps": run.env_steps, "iterations": run.iteration, "outcome": outcome})
+        record.update({"end": utc_now(), "env_steps": run.env_steps, "iterations": run.iteration, "outcome": outcome})
         if main:
-            _atomic_write(path / "record.json", lambda p: p.write_text(json.dumps(_finite(record), indent=2) + "\n"))
+            write_json(path / "record.json", record)
             pm.hook.noeira_run_finished(run=run, outcome=outcome, record=record)
         env.close()
     return record
 
 
-def _finite(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+@attrs.define
+class LoadedRun:
+    """A trained run, loaded to act: its config, backend, a fresh env and the agent with the
+    checkpoint's weights."""
+
+    cfg: RunConfig
+    backend: Backend
+    env: BatchedEnv
+    agent: Agent
+    seed: int
+    """The seed ``env`` was built with (``run.seed + seed_offset``; by default the final evaluation's)."""
+    path: Path
+    """The run directory."""
+
+    def close(self) -> None:
+        self.env.close()
 
 
-def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:
-    """Evaluate a run's checkpoint as ``noeira eval`` does; same seed as the run's final eval."""
+def load_run(run_dir: str | Path, num_envs: int | None = None, backend: str | None = None,
+             episodes: int | None = None, seed_offset: int = 1) -> LoadedRun:
+    """A run directory's config and checkpoint, built to act on ``num_envs`` envs (default: as
+    many as an evaluation of ``episodes`` episodes runs, :func:`eval_batch`; ``episodes``
+    defaults to the run's ``eval_episodes``, else 10) on ``backend`` (default: the run's; a
+    checkpoint made on any device loads on any other), seeded ``run.seed + seed_offset`` (by
+    default as the run's final evaluation). ``noeira eval``, ``--video``, ``noeira export``,
+    ``noeira record`` and ``noeira deploy`` all load runs with it. The agent is built to act
+    only (``training=False``): training-only keys are not checked against ``num_envs``, and no
+    replay buffer is allocated."""
     p = Path(run_dir)
     if not (p / "config.toml").is_file():
         raise UserError(f"{run_dir}: not a run directory (no config.toml)")
@@ -571,15 +460,45 @@ def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | No
     if backend:
         raw["backend"] = backend
     raw.setdefault("run", {})["resume"] = ""
-    cfg = resolve(raw)
+    cfg = resolve(raw, world_size=1)
     be = get_backend(cfg.backend)
+    ckpt = load_checkpoint(p, map_location=be.device)
+    was = ckpt.get("config", {})
+    if (was.get("agent", {}).get("name"), was.get("env", {}).get("name")) != (cfg.agent.name, cfg.env.name):
+        raise UserError(f"{checkpoint_file(p)}: a checkpoint of agent {was.get('agent', {}).get('name')!r} on env "
+                        f"{was.get('env', {}).get('name')!r}, but {p / 'config.toml'} names agent {cfg.agent.name!r} "
+                        f"on env {cfg.env.name!r}")
     be.seed(cfg.run.seed)
-    n = episodes or cfg.run.eval_episodes or 10
-    env = build_env(cfg, be, num_envs=n, seed=cfg.run.seed + 1)
-    agent = registry.load("agents", cfg.agent.name)(env.spec, be, cfg.agent.config)
-    agent.set_total_steps(cfg.run.total_steps)
-    agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
+    seed = cfg.run.seed + seed_offset
+    env = build_env(cfg, be, num_envs=num_envs or eval_batch(cfg, episodes or cfg.run.eval_episodes or 10), seed=seed,
+                    evaluation=True)
     try:
-        return evaluate(agent, env, n, seed=cfg.run.seed + 1)
-    finally:
+        cls = registry.load("agents", cfg.agent.name)
+        try:
+            agent = cls(env.spec, be, cfg.agent.config, training=False)
+        except TypeError as err:  # a plugin written before the keyword: build it as it trained
+            if "training" not in str(err):
+                raise
+            log.warning("agent %r does not take training=False (see the Agent contract): built as it trained, to act",
+                        cfg.agent.name)
+            agent = cls(attrs.evolve(env.spec, num_envs=cfg.num_envs), be, cfg.agent.config)
+        with rng.reseeds(f"{p}: a checkpoint made on {ckpt.get('device', 'another device')}"):
+            agent.load_state_dict(ckpt["agent"])
+    except BaseException:
         env.close()
+        raise
+    return LoadedRun(cfg, be, env, agent, seed, p)
+
+
+def eval_run(run_dir: str | Path, episodes: int | None = None, backend: str | None = None) -> dict[str, Any]:
+    """Evaluate a run's checkpoint as ``noeira eval`` does (``episodes``: default the run's
+    ``eval_episodes``, else 10), with the run's seed and graph backend: the run's final
+    evaluation, reproduced."""
+    run = load_run(run_dir, backend=backend, episodes=episodes)
+    episodes = episodes or run.cfg.run.eval_episodes or 10
+    try:
+        graph_name = choose_graph(run.cfg.graph, run.backend)
+        graph = get_graph_backend(graph_name) if graph_name != "eager" else None
+        return evaluate(run.agent, run.env, episodes, seed=run.seed, graph=graph, backend=run.backend)
+    finally:
+        run.close()

@@ -1,5 +1,5 @@
 """Shared bookkeeping for batched tensor envs: buffers, autoreset, time limit, episode stats,
-and :class:`StatePool` for resets whose cost is paid only by the envs that ended.
+and :class:`EnvList` for resets whose cost is paid only by the envs that ended.
 
 A subclass writes the physics; this class does the rest, capture-safe (masks with
 ``torch.where``, in-place writes into buffers allocated once, no host sync)::
@@ -13,16 +13,27 @@ A subclass writes the physics; this class does the rest, capture-safe (masks wit
 
 Resets. ``_reset_envs(mask)`` runs every step with the mask of envs that just ended. For a
 small state (CartPole's four floats) draw fresh values for all envs and ``torch.where`` them
-in: cheap and branch-free. When a fresh state is expensive (a generated 64x64 world), draw
-from a :class:`StatePool` instead: fresh states are generated ahead, a fixed number per step
-(``refill_step``), and ``draw(mask, state)`` copies one into each ended env, so the work per
-step follows the envs that ended, not ``num_envs``.
+in: cheap and branch-free. When a fresh state is expensive (a generated 64x64 world), make it
+on demand for the envs that ended alone: :class:`EnvList` lists them on the device (their
+count too), and a kernel on a fixed grid walks the list up to that count, so the work follows
+the resets, the launch is the same every step and no host sync is needed. Give each episode
+its own random stream (for instance Philox keyed by the run's key, on counters (draw, env,
+the env's episode count)), so no two episodes share a start. Without a kernel (torch ops on
+the CPU), ``mask.nonzero()`` lists them: a host sync, harmless where nothing is recorded, but
+then pass ``capture_safe=False``.
 
 Episode statistics. Beside return and length, an env may keep per-episode values (an
 achievement unlocked, a distance reached): list their names in ``episode_stat_keys`` and
 return ``{key: [N] float}`` from ``_episode_values()`` (read right before the reset, where an
 episode ends). ``pop_episode_stats`` then also returns ``<key>_sum``, and the driver reports
 ``episode_<key>`` (the mean over episodes) and whatever ``episode_metrics(means)`` derives.
+
+Checkpoints. :meth:`TensorEnv.state_dict` holds what a resumed run needs to step on exactly as
+the env would have: ``get_state()``, the time-limit counters, the running episode sums and the
+completed-episode sums not yet popped, the observation buffer, the generator, and whatever a
+subclass names in ``_extra_state()`` (live tensors or generators: the key of the next worlds, a
+kernel's random key), which :meth:`TensorEnv.load_state_dict` copies back in place. An env
+whose state holds more than that and cannot save it sets ``resume_caveat`` to say why.
 
 An env that is not capture-safe (it syncs with the host anyway) observes once per step when
 no env finished: the observation after the step is then the final one, copied. So
@@ -31,17 +42,21 @@ no env finished: the observation after the step is then the final one, copied. S
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from noeira.core.contracts import Backend, EnvSpec, EnvState, StepResult
 from noeira.core.errors import ConfigError
+from noeira.core.rng import restore_generator
 from noeira.core.spaces import Box, Discrete, MultiDiscrete, Space
 
-__all__ = ["StatePool", "TensorEnv", "check_action", "check_state"]
+log = logging.getLogger("noeira")
+
+__all__ = ["EnvList", "TensorEnv", "check_action", "check_state"]
 
 
 def check_action(space: Space, action: Tensor, num_envs: int) -> None:
@@ -80,133 +95,34 @@ def check_state(name: str, want: EnvState, got: EnvState, device: torch.device) 
     return got.to(want.dtype)
 
 
-class StatePool:
-    """Fresh env states generated ahead, drawn by the envs that ended (capture-safe).
-
-    ``generate(k)`` returns ``k`` fresh states as ``{key: [k, ...]}`` (the env's own generator
-    inside); the pool holds ``size`` of them. Each step an env calls :meth:`draw` with the mask
-    of envs that ended (they take the next pool entries in order) and :meth:`refill_step`, which
-    regenerates ``refill`` entries round-robin: fixed work per step, about the expected number
-    of resets per step. When more envs end than were refilled, entries are drawn again (two envs
-    may start from the same world); size the pool and the refill for the env's episode lengths.
-
-    On CUDA with Triton, :meth:`draw` lists the ended envs (a scan and a scatter over ``N``) and
-    one kernel copies their rows of every state tensor, so its cost follows the ended envs;
-    elsewhere it gathers the ended rows (a host sync, harmless off CUDA graphs) or, on CUDA
-    without Triton, selects with ``torch.where`` over every env.
-    """
-
-    def __init__(self, generate: Callable[[int], Mapping[str, Tensor]], size: int, refill: int,
-                 device: torch.device, generate_into: Callable[[Mapping[str, Tensor], Tensor], None] | None = None) -> None:
-        if size < 1 or not 1 <= refill <= size:
-            raise ConfigError(f"state pool: size must be >= 1 and refill in [1, size], got size={size}, refill={refill}")
-        self.generate, self.size, self.refill, self.device = generate, size, refill, torch.device(device)
-        self.generate_into = generate_into
-        """Optional ``generate_into(states, rows)``: write fresh states into the pool's ``rows`` in
-        place (one kernel, say); refills and ``fill`` use it instead of ``generate`` and a copy."""
-        if generate_into is None:
-            self.states: dict[str, Tensor] = {k: v.to(self.device).clone() for k, v in generate(size).items()}
-        else:  # one state shows the layout; generate_into fills the pool in place
-            self.states = {k: torch.zeros((size, *v.shape[1:]), dtype=v.dtype, device=self.device)
-                           for k, v in generate(1).items()}
-            generate_into(self.states, torch.arange(size, device=self.device))
-        self.cursor = torch.zeros((), dtype=torch.int64, device=self.device)
-        """The next pool entry to draw."""
-        self.refill_cursor = torch.zeros((), dtype=torch.int64, device=self.device)
-        self._refill_offsets = torch.arange(refill, device=self.device)
-        self._tables = {}
-
-    def fill(self) -> None:
-        """Regenerate every entry (on ``reset(seed)``, so a seed fixes the worlds drawn)."""
-        if self.generate_into is not None:
-            self.generate_into(self.states, torch.arange(self.size, device=self.device))
-        else:
-            for k, v in self.generate(self.size).items():
-                self.states[k].copy_(v)
-        self.cursor.zero_()
-        self.refill_cursor.zero_()
-
-    def refill_step(self) -> None:
-        """Regenerate ``refill`` entries, round-robin."""
-        idx = (self.refill_cursor + self._refill_offsets) % self.size
-        if self.generate_into is not None:
-            self.generate_into(self.states, idx)
-        else:
-            for k, v in self.generate(self.refill).items():
-                self.states[k].index_copy_(0, idx, v)
-        self.refill_cursor.copy_((self.refill_cursor + self.refill) % self.size)
-
-    def draw(self, mask: Tensor, into: Mapping[str, Tensor]) -> None:
-        """Copy pool entries into the rows of ``into[key]`` ``[N, ...]`` where ``mask [N]`` is True."""
-        order = torch.cumsum(mask.long(), 0) - 1  # the i-th ended env takes entry cursor + i (int: no bool scan)
-        src = (self.cursor + order) % self.size
-        copy_rows = _triton_rows() if self.device.type == "cuda" else None
-        if copy_rows is not None:
-            copy_rows(into, self.states, mask, order, src, self._tables)
-        elif self.device.type == "cuda":
-            for k, dst in into.items():
-                m = mask.view(-1, *([1] * (dst.dim() - 1)))
-                dst.copy_(torch.where(m, self.states[k][src.clamp(min=0)], dst))
-        else:
-            rows = mask.nonzero().squeeze(1)
-            for k, dst in into.items():
-                dst.index_copy_(0, rows, self.states[k].index_select(0, src.index_select(0, rows)))
-        self.cursor.copy_((self.cursor + mask.sum()) % self.size)
-
-    _tables: dict[tuple[int, ...], tuple[Tensor, Tensor, Tensor]]
-    """Device tables of the row copy, by the tensors' addresses (built once, outside captures)."""
-    __scratch__ = ("_tables",)  # a cache, not state (``noeira verify-graph`` skips it)
+def _copy_into(live: Tensor, saved: Any, what: str) -> None:
+    saved = torch.as_tensor(saved)
+    if tuple(saved.shape) != tuple(live.shape):
+        raise ValueError(f"{what}: saved shape {tuple(saved.shape)} != {tuple(live.shape)}")
+    live.copy_(saved)
 
 
-@functools.cache
-def _triton_rows() -> Callable[..., None] | None:
-    """One Triton kernel copying, for every env that ended, its pool entry's row of every state
-    tensor (a persistent loop over the ended envs: the cost follows them, not ``num_envs``);
-    None without Triton."""
-    try:
-        import triton
-        import triton.language as tl
-    except ImportError:
-        return None
+class EnvList:
+    """The envs a mask selects, listed on the device: ``rows[:count]`` holds them in env order
+    (int32), ``count`` ([1] int32, on the device) how many there are; for work only those envs
+    need, such as an expensive reset (see the module docstring). Capture-safe: :meth:`select`
+    is a cumsum and a scatter over the ``N`` envs into buffers allocated here, with no host
+    sync, so a kernel launched on a fixed grid reads the list and its count as they are when it
+    runs (recorded in a CUDA graph, on each replay's mask)."""
 
-    @triton.jit
-    def copy_rows(ended, count_p, src_p, table, nfields, BLOCK: tl.constexpr):  # noqa: N803
-        # table rows: (destination address, pool address, bytes per row) of each state tensor
-        count = tl.load(count_p)
-        for i in range(tl.program_id(0), count, tl.num_programs(0)):
-            e = tl.load(ended + i)
-            s = tl.load(src_p + e)
-            for f in range(nfields):
-                dst = tl.load(table + 3 * f).to(tl.pointer_type(tl.uint8))
-                pool = tl.load(table + 3 * f + 1).to(tl.pointer_type(tl.uint8))
-                row = tl.load(table + 3 * f + 2)
-                for start in range(0, row, BLOCK):
-                    offs = start + tl.arange(0, BLOCK)
-                    keep = offs < row
-                    tl.store(dst + e * row + offs, tl.load(pool + s * row + offs, mask=keep), mask=keep)
+    def __init__(self, num_envs: int, device: torch.device) -> None:
+        self.rows = torch.zeros(num_envs + 1, dtype=torch.int32, device=device)
+        """The selected envs at the front, in env order; the rest stale (its last slot a sink)."""
+        self.count = torch.zeros(1, dtype=torch.int32, device=device)
+        """How many envs :meth:`select` listed."""
+        self._envs = torch.arange(num_envs, dtype=torch.int32, device=device)
 
-    def run(into: Mapping[str, Tensor], pool: Mapping[str, Tensor], mask: Tensor, order: Tensor, src: Tensor,
-            tables: dict[tuple[int, ...], tuple[Tensor, Tensor, Tensor]]) -> None:
-        keys = list(into)
-        key = tuple(t.data_ptr() for k in keys for t in (into[k], pool[k]))
-        if key not in tables:
-            for k in keys:
-                if not (into[k].is_contiguous() and pool[k].is_contiguous()):
-                    raise ValueError(f"StatePool.draw: state tensor {k!r} must be contiguous")
-            rows = [(into[k].data_ptr(), pool[k].data_ptr(), into[k][0].numel() * into[k].element_size()) for k in keys]
-            n = mask.shape[0]
-            tables.clear()  # one env's tensors at a time
-            tables[key] = (torch.tensor(rows, dtype=torch.int64, device=mask.device),
-                           torch.empty(n + 1, dtype=torch.int64, device=mask.device),
-                           torch.arange(n, device=mask.device))
-        table, ended, envs = tables[key]
-        n = mask.shape[0]
-        # the ended envs, in env order, at the front of `ended` (the rest lands in its last slot)
-        ended.scatter_(0, torch.where(mask, order, n), envs)
-        count = order[-1:] + 1
-        copy_rows[(min(n, 1024),)](ended, count, src, table, len(keys), BLOCK=1024)
+    def select(self, mask: Tensor) -> None:
+        """List the envs where ``mask`` [N] (bool) is True."""
+        order = torch.cumsum(mask, 0, dtype=torch.int32)  # the i-th selected env has i + 1
+        self.rows.scatter_(0, torch.where(mask, order - 1, self._envs.shape[0]).long(), self._envs)
+        self.count.copy_(order[-1:])
 
-    return run
 
 class TensorEnv:
     """Base for batched envs whose state is torch tensors. See the module docstring."""
@@ -217,6 +133,9 @@ class TensorEnv:
     truncates_at_limit_only: bool = True
     """:meth:`step` truncates only at ``max_episode_steps`` (a subclass that truncates for other
     reasons sets this False; see ``EnvSpec.truncates_at_limit_only``)."""
+    resume_caveat: str | None = None
+    """Why a run resumed from :meth:`state_dict` does not continue bit-identically (one line;
+    None: it does)."""
 
     def __init__(
         self,
@@ -278,6 +197,14 @@ class TensorEnv:
 
     def episode_metrics(self, means: Mapping[str, float]) -> dict[str, float]:
         """Metrics derived on the host from the episode means (``episode_<key>``); none by default."""
+        return {}
+
+    def _extra_state(self) -> dict[str, Tensor | torch.Generator]:
+        """What decides how the env steps on besides :meth:`get_state`, the counters and
+        ``self.generator``: live tensors (the key of the next worlds, a kernel's random key) and
+        generators, by name. :meth:`state_dict` copies them; :meth:`load_state_dict` copies the
+        saved values back into them in place (so recorded graphs keep their tensors). None by
+        default; a subclass adds its own (``{**super()._extra_state(), "key": self.key}``)."""
         return {}
 
     def render(self) -> Tensor:
@@ -348,6 +275,47 @@ class TensorEnv:
         else:  # nothing was reset: the state is the one just observed (this env syncs anyway)
             r.obs.copy_(r.final_obs)
         return r
+
+    def _counters(self) -> dict[str, Tensor]:
+        return {"elapsed": self.elapsed, "episode_return": self.episode_return, "episode_length": self.episode_length,
+                "episode_sums": self._stats, "obs": self._result.obs}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of everything that decides the env's next steps (see the module docstring):
+        ``state`` (:meth:`get_state`), ``elapsed``, ``episode_return``, ``episode_length``,
+        ``episode_sums`` (completed episodes not yet popped), ``obs``, ``generator`` (its state)
+        and ``extra`` (:meth:`_extra_state`)."""
+        state = self.get_state()
+        out: dict[str, Any] = {"state": {k: v.clone() for k, v in state.items()} if isinstance(state, Mapping)
+                               else state.clone()}
+        out.update({k: v.clone() for k, v in self._counters().items()})
+        out["generator"] = self.generator.get_state()
+        out["extra"] = {k: v.get_state() if isinstance(v, torch.Generator) else v.clone()
+                        for k, v in self._extra_state().items()}
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s result in place, from any device: tensors move, a
+        generator state that cannot (CUDA's on a CPU) re-seeds the generator deterministically
+        (:func:`noeira.core.rng.restore_generator`). A state of another shape is a one-line
+        ``ValueError``; ``extra`` entries only one side has (an option that differs by device,
+        such as a kernel's random key) are left as they are, in one log line."""
+        self.set_state(state["state"])
+        for k, live in self._counters().items():
+            _copy_into(live, state[k], f"{self.name}.load_state_dict: {k}")
+        restore_generator(self.generator, state["generator"], f"env {self.name!r} generator")
+        live_extra, saved = self._extra_state(), dict(state.get("extra", {}))
+        for k, live in live_extra.items():
+            if k not in saved:
+                continue
+            if isinstance(live, torch.Generator):
+                restore_generator(live, saved[k], f"env {self.name!r} {k}")
+            else:
+                _copy_into(live, saved[k], f"{self.name}.load_state_dict: extra {k}")
+        missing, unknown = sorted(set(live_extra) - set(saved)), sorted(set(saved) - set(live_extra))
+        if missing or unknown:
+            log.warning("env %r: state not in the checkpoint, kept as reset: %s; saved state this env does not use: %s",
+                        self.name, ", ".join(missing) or "-", ", ".join(unknown) or "-")
 
     def pop_episode_stats(self) -> dict[str, Tensor]:
         s = self._stats.clone()

@@ -22,9 +22,11 @@ import pluggy
 if TYPE_CHECKING:
     from noeira.core.config import RunConfig
     from noeira.core.contracts import Backend
-    from noeira.core.driver import Run
+    from noeira.core.rundir import Run
 
 hookspec = pluggy.HookspecMarker("noeira")
+hookimpl = pluggy.HookimplMarker("noeira")
+"""Marks a hook implementation (also exported as ``noeira.core.hookimpl``)."""
 
 
 @hookspec

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from noeira.core.plugins import hookimpl
+from noeira.core.hookspecs import hookimpl
 
 _JSONL, _BAR, _TB = "noeira.metrics_jsonl", "noeira.progress", "noeira.tensorboard"
 

@@ -8,10 +8,10 @@ import pluggy
 
 from noeira.core import hookspecs, registry
 from noeira.core.errors import PluginLoadError
+from noeira.core.hookspecs import hookimpl
 
 __all__ = ["AUTOLOAD_ENV", "get_plugin_manager", "hookimpl", "plugin_distribution", "reset_plugin_manager"]
 
-hookimpl = pluggy.HookimplMarker("noeira")
 AUTOLOAD_ENV = "NOEIRA_DISABLE_PLUGIN_AUTOLOAD"
 
 _pm: pluggy.PluginManager | None = None

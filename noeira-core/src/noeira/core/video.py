@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import attrs
 import torch
 
 from noeira.core.errors import UserError
@@ -78,10 +77,7 @@ def record_video(run_dir: str | Path, path: str | Path, *, backend: str | None =
                  max_frames: int | None = None) -> dict[str, Any]:
     """Render one deterministic episode of a run's checkpoint to ``path``; returns
     ``{"path", "frames", "fps", "episode_return", "size"}``."""
-    from noeira.core import registry
-    from noeira.core.api import get_backend
-    from noeira.core.config import load_toml
-    from noeira.core.driver import build_env, load_checkpoint, resolve
+    from noeira.core.driver import load_run
 
     out = Path(path)
     _check_writer(out)  # no imageio or ffmpeg: say so before loading anything
@@ -89,32 +85,13 @@ def record_video(run_dir: str | Path, path: str | Path, *, backend: str | None =
         raise UserError(f"--video-frames: must be >= 1, got {max_frames}")
     if fps is not None and fps <= 0:
         raise UserError(f"--fps: must be > 0, got {fps}")
-    p = Path(run_dir)
-    if not (p / "config.toml").is_file():
-        raise UserError(f"{run_dir}: not a run directory (no config.toml)")
-    raw = load_toml(p / "config.toml")
-    if backend:
-        raw["backend"] = backend
-    raw.setdefault("run", {})["resume"] = ""
-    cfg = resolve(raw)
     if sys.platform.startswith("linux") and "mujoco" not in sys.modules:
         os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen without a display (MuJoCo reads it on import)
-    be = get_backend(cfg.backend)
-    be.seed(cfg.run.seed)
-    seed = cfg.run.seed + 1
-    env = build_env(cfg, be, num_envs=1, seed=seed)
+    # the agent is built before anything renders: its imports (torch.compile's Triton) must come
+    # before an OpenGL library (Mesa's LLVM) is loaded into the process, or loading Triton crashes
+    run = load_run(run_dir, num_envs=1, backend=backend)
+    env, agent, cfg, seed = run.env, run.agent, run.cfg, run.seed
     try:
-        # the agent first: its imports (torch.compile's Triton) must come before an OpenGL library
-        # (Mesa's LLVM) is loaded into the process, or loading Triton crashes
-        # built for as many envs as `noeira eval` uses, else as trained: some agents need several envs to
-        # build (minibatches of whole env segments); acting takes any batch
-        cls = registry.load("agents", cfg.agent.name)
-        try:
-            agent = cls(attrs.evolve(env.spec, num_envs=max(cfg.run.eval_episodes or 10, 1)), be, cfg.agent.config)
-        except UserError:
-            agent = cls(attrs.evolve(env.spec, num_envs=cfg.num_envs), be, cfg.agent.config)
-        agent.set_total_steps(cfg.run.total_steps)
-        agent.load_state_dict(load_checkpoint(p, map_location=be.device)["agent"])
         render = getattr(env, "render", None)
         obs = env.reset(seed=seed)
         try:

@@ -11,7 +11,8 @@ Spaces: gymnasium ``Box`` -> noeira ``Box`` (observations and continuous actions
 config's float dtype), ``Discrete`` -> ``Discrete``, ``MultiDiscrete`` (1-D) ->
 ``MultiDiscrete``; any other space is a :class:`UserError` naming it.
 ``get_state``/``set_state`` use the sub-envs' ``unwrapped.state`` (classic control has one);
-an env without it raises ``NotImplementedError``.
+an env without it raises ``NotImplementedError``. Checkpoints (``state_dict``) hold the
+episode bookkeeping only (see ``resume_caveat``): a resumed run starts fresh episodes.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class GymnasiumEnv:
 
     name = "gym"
     capture_safe = False
+    resume_caveat = ("gymnasium keeps its envs' state in Python objects (in other processes with "
+                     "vectorization=async) that noeira does not save: a resumed run starts fresh episodes, re-seeded "
+                     "from the checkpoint")
 
     @attrs.frozen
     class Config:
@@ -157,6 +161,7 @@ class GymnasiumEnv:
     def reset(self, seed: int | None = None) -> Tensor:
         """Reset every sub-env (gymnasium seeds sub-env ``i`` with ``seed + i``)."""
         obs, _ = self.venv.reset(seed=seed)
+        self._seed, self._steps = seed, 0  # a checkpoint's reset seed follows them
         self._write(self._result.obs, obs)
         self._ep_return[:] = 0
         self._ep_length[:] = 0
@@ -167,6 +172,7 @@ class GymnasiumEnv:
             check_action(self.action_space, action, self.num_envs)
         act = action.detach().cpu().numpy().astype(self._np_action_dtype, copy=False)
         obs, reward, terminated, truncated, info = self.venv.step(act)
+        self._steps += 1
         r = self._result
         self._write(r.obs, obs)
         self._write(r.reward, reward)
@@ -225,6 +231,20 @@ class GymnasiumEnv:
         if flat.shape[1:] == tuple(self.observation_space.shape):
             return flat
         raise NotImplementedError(f"{self.name}.set_state: cannot compute the observation of a state")
+
+    def state_dict(self) -> dict[str, Any]:
+        """The completed-episode sums not yet popped and a seed for the fresh episodes a resumed
+        run starts (the sub-envs' own state is not saved: see ``resume_caveat``)."""
+        entropy = [self._seed if self._seed is not None else 0, self._steps]
+        return {"episode_sums": self._stats.copy(), "reset_seed": int(np.random.SeedSequence(entropy).generate_state(1)[0])}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Reset every sub-env with the saved seed (fresh episodes) and restore the sums."""
+        sums = np.asarray(state["episode_sums"], dtype=np.float64)
+        if sums.shape != self._stats.shape:
+            raise ValueError(f"{self.name}.load_state_dict: episode sums of shape {sums.shape} != {self._stats.shape}")
+        self.reset(seed=int(state["reset_seed"]))
+        self._stats[:] = sums
 
     def pop_episode_stats(self) -> dict[str, Tensor]:
         s = torch.as_tensor(self._stats.copy(), device=self.device)

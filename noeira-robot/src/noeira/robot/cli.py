@@ -10,6 +10,8 @@ pyserial and the drivers are imported inside the commands.
 - ``teleop``: a follower arm follows a leader arm; asks before arming, Ctrl-C disarms.
 - ``emulate``: serve emulated SO-101 buses on pseudo-terminals (try the others without hardware).
 
+And the top-level ``noeira deploy``: a trained policy on the arm (:mod:`noeira.robot.deploy`).
+
 Bad input and robot faults print one line and exit with code 2.
 """
 
@@ -220,6 +222,55 @@ def cmd_teleop(args: argparse.Namespace) -> int:
     return 0
 
 
+@_robot_errors
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from noeira.core.export import load_policy
+    from noeira.robot.deploy import check_fit, deploy
+
+    if args.robot != "so101":
+        raise UserError(f"--robot: this distribution deploys to so101, got {args.robot!r}")
+    if args.steps is not None and args.steps < 1:
+        raise UserError(f"--steps: must be >= 1, got {args.steps}")
+    if args.seconds is not None and args.seconds <= 0:
+        raise UserError(f"--seconds: must be > 0, got {args.seconds}")
+    if not args.calibration:
+        raise UserError("deploy: --calibration FILE is required (record one with noeira robot calibrate)")
+    policy = load_policy(args.policy)
+    hz = float(args.hz or policy.metadata.get("fps") or 30.0)
+    steps = args.steps if args.seconds is None else max(1, round(args.seconds * hz))
+    limits: dict[str, Any] = {} if args.max_step_deg is None else {"max_step_deg": args.max_step_deg}
+    deadline = None if args.deadline_ms is None else args.deadline_ms / 1000.0
+    arm = _arm("follower", args.port, args.calibration, baudrate=args.baudrate, **limits)
+    report = None
+    with arm:
+        check_fit(policy.metadata, list(arm.read()))  # a policy for another robot stops here, before arming
+        if not args.dry_run:
+            if not args.yes:
+                answer = _ask(f"Arm the arm and run {policy.source} at {hz:g} Hz? [y/N] ")
+                if answer.strip().lower() not in ("y", "yes"):
+                    print("not armed")
+                    return 1
+            arm.arm()
+            print(f"armed; running {policy.source} at {hz:g} Hz, Ctrl-C to stop", flush=True)
+
+        def show(step: int, reading: Any, goals: Any) -> None:
+            print(json.dumps({"step": step, "joints": {j: round(v, 2) for j, v in reading.items()},
+                              "action": {j: round(v, 2) for j, v in goals.items()}}), flush=True)
+
+        try:
+            report = deploy(policy, arm, hz=hz, steps=steps, deadline=deadline, dry_run=args.dry_run,
+                            on_step=show if args.dry_run or args.verbose else None)
+        except KeyboardInterrupt:
+            print("interrupted")
+        finally:
+            arm.disarm()
+    if report is not None:
+        what = "dry run, nothing sent" if args.dry_run else "arm disarmed"
+        print(f"{report.steps} steps at {hz:g} Hz ({what}); step latency p50 {report.percentile(50) * 1000:.2f} ms, "
+              f"p99 {report.percentile(99) * 1000:.2f} ms")
+    return 0
+
+
 def cmd_emulate(args: argparse.Namespace) -> int:
     from noeira.robot.emulator import EmulatedBus, PtyEmulator
 
@@ -291,6 +342,24 @@ def noeira_add_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p.add_argument("--steps", type=int, help="stop after this many steps (default: until Ctrl-C)")
     p.add_argument("--max-step-deg", type=float, help="largest goal change per step, degrees (default 10)")
     p.set_defaults(func=cmd_teleop)
+
+    p = subparsers.add_parser("deploy", help="run a trained policy on the arm at a fixed rate (asks before arming)",
+                              description="Loads a run directory (its checkpoint) or a file noeira export wrote, reads "
+                                          "the joints, commands the arm at --hz. A step over the deadline releases "
+                                          "torque (watchdog); --dry-run never arms.")
+    p.add_argument("policy", metavar="RUN_OR_FILE", help="a run directory, or an exported policy (.pt, .pt2, .onnx)")
+    p.add_argument("--robot", default="so101", help="the robot (so101)")
+    _common(p)
+    p.add_argument("--calibration", help="the arm's calibration JSON")
+    p.add_argument("--hz", type=float, help="control rate (default: the rate the policy was trained at, else 30)")
+    p.add_argument("--steps", type=int, help="stop after this many steps (default: until Ctrl-C)")
+    p.add_argument("--seconds", type=float, help="stop after this long")
+    p.add_argument("--deadline-ms", type=float, help="a step longer than this releases torque (default: two periods)")
+    p.add_argument("--dry-run", action="store_true", help="read and compute, print each step, never arm or send")
+    p.add_argument("--yes", action="store_true", help="arm without asking")
+    p.add_argument("--verbose", action="store_true", help="print each step as JSON")
+    p.add_argument("--max-step-deg", type=float, help="largest goal change per step, degrees (default 10)")
+    p.set_defaults(func=cmd_deploy)
 
     p = sub.add_parser("emulate", help="serve emulated SO-101 buses on pseudo-terminals (prints their paths)")
     p.add_argument("--count", type=int, default=1, help="how many arms (default 1; 2 for teleop)")

@@ -308,6 +308,9 @@ class _SO101Arm:
 class SO101Follower(_SO101Arm):
     """The driven SO-101 arm (registry name ``so101``). See the module docstring."""
 
+    robot_type = "so101_follower"
+    """What a LeRobot dataset recorded with this arm names it (``info.json``'s ``robot_type``)."""
+
     def _configure(self, bus: FeetechBus) -> None:
         c = self.config
         common = {

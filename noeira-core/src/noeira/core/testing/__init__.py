@@ -51,8 +51,9 @@ def _check_batch(space: Any, x: Tensor, n: int, what: str, device: torch.device)
 def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu", steps: int | None = None,
               seed: int = 0, **kwargs: Any) -> None:
     """Check a batched env: spaces, shapes, dtypes, devices, buffers reused, seeding,
-    determinism, ``get_state``/``set_state``, autoreset with ``final_obs``, time limit and
-    episode statistics. ``env`` is a registry name or ``factory(seed) -> env``."""
+    determinism, ``get_state``/``set_state``, autoreset with ``final_obs``, time limit,
+    episode statistics and checkpoints (``state_dict``/``load_state_dict``: a restored copy
+    steps on bit for bit). ``env`` is a registry name or ``factory(seed) -> env``."""
     make = _factory(env, num_envs, backend, kwargs)
     a, b = make(seed), make(seed)
     assert isinstance(a, BatchedEnv), f"{type(a).__name__} does not implement BatchedEnv"
@@ -126,8 +127,31 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
         assert f"{key}_sum" in stats, f"pop_episode_stats: no {key}_sum for episode_stat_keys entry {key!r}"
     again = a.pop_episode_stats()
     assert all(float(v) == 0 for v in again.values()), "pop_episode_stats must zero every sum"
+    _check_resume(a, make, gen, seed)
     for e in (a, b, c):
         e.close()
+
+
+def _check_resume(a: BatchedEnv, make: EnvFactory, gen: torch.Generator, seed: int, steps: int = 8) -> None:
+    """An env restored from ``a.state_dict()`` (into one built from another seed) steps on as
+    ``a`` does, bit for bit (unless ``a.resume_caveat`` says it cannot), sums included."""
+    assert a.resume_caveat is None or isinstance(a.resume_caveat, str), "resume_caveat: None or a string"
+    a.step(a.action_space.sample(a.num_envs, generator=gen))  # completed-episode sums not yet popped, maybe
+    saved = copy.deepcopy(a.state_dict())
+    d = make(seed + 11)
+    d.reset(seed=seed + 11)
+    d.load_state_dict(saved)
+    if a.resume_caveat is None:
+        assert torch.equal(d.obs, a.obs), "load_state_dict(state_dict()) does not restore the observation"
+        for t in range(steps):
+            action = a.action_space.sample(a.num_envs, generator=gen)
+            ra, rd = a.step(action), d.step(action.clone())
+            for name in ("obs", "reward", "terminated", "truncated", "final_obs"):
+                assert torch.equal(getattr(ra, name), getattr(rd, name)), \
+                    f"an env restored by load_state_dict(state_dict()) steps differently ({name}, t={t})"
+        sa, sd = a.pop_episode_stats(), d.pop_episode_stats()
+        assert all(torch.equal(sa[k], sd[k]) for k in sa), "load_state_dict(state_dict()) does not restore the episode sums"
+    d.close()
 
 
 def _clone_state(state: Any) -> Any:

@@ -12,10 +12,17 @@ Reinforcement Learning", ICML 2024) for ``N`` worlds at once in torch, exact to 
   on lava, ``truncated`` = the 10,000-step limit and not terminated. Same-step autoreset.
 - State: ``get_state()``/``set_state()`` exchange the reference's ``EnvState`` leaves as a dict
   of batched tensors (:mod:`.state`; ``state_rng`` left out).
-- Randomness (world generation, mob moves, spawns, saplings, some skeleton moves) comes
-  from the env's device generator with the reference's distributions; the rest is exact.
-- Resets: fresh worlds are generated into a :class:`~noeira.core.envbase.StatePool` ahead of
-  time, ``reset_refill`` per step, and copied into the worlds that ended.
+- Randomness: the reference's distributions. Mob moves, spawns, saplings and some skeleton
+  moves draw from the env's device generator (``kernel=torch``) or the kernels' own Philox
+  stream; the rest is exact.
+- Resets: every episode starts in a world generated for it, when it starts, from a key that
+  is its own: Philox keyed by the run's ``world_key`` (drawn from the generator at
+  ``reset(seed)``) on counters (draw, env, the env's ``episode`` count) (:mod:`.worldgen`).
+  So ``N`` envs of a ``reset`` get ``N`` worlds and no world is handed to two episodes,
+  whatever the batch size or the episode lengths; the same seed gives the same worlds on
+  either kernel. The Triton step generates them for the envs that ended, listed by its kernel,
+  on a fixed grid (the work follows the resets; recordable); the torch step lists them with
+  ``nonzero`` (a host sync, so ``kernel=torch`` is not capture-safe).
 - Episode statistics: ``episode_achievement_<name>`` (the share of episodes that unlocked
   it) for the 22 achievements, and ``craftax_score`` (their geometric mean, Craftax's score).
 - The step: ``kernel = "triton"`` runs it as fused Triton kernels (:mod:`.triton_step`, the
@@ -37,7 +44,7 @@ from torch import Tensor
 
 from noeira.core import Backend, Box, ConfigError, Discrete, Encoded, TensorEnv
 from noeira.core.contracts import StepResult
-from noeira.core.envbase import StatePool
+from noeira.core.envbase import EnvList
 from noeira.envs.craftax import game, render, worldgen
 from noeira.envs.craftax.constants import ACHIEVEMENTS, MAX_TIMESTEPS, NUM_ACTIONS, OBS_SIZE, light_tables
 from noeira.envs.craftax.state import empty_state, export_state, import_state
@@ -53,12 +60,6 @@ class CraftaxClassic(TensorEnv):
 
     @attrs.frozen
     class Config:
-        reset_pool: int = 0
-        """Fresh worlds generated ahead for resets (0: num_envs / 8, at least 16 and at most num_envs).
-        When more worlds end than were refilled, pool worlds are reused."""
-        reset_refill: int = 0
-        """Pool worlds regenerated per step (0: pool / 32, at least 1): about the resets per step
-        (random-policy episodes last ~200 steps; trained agents' longer)."""
         validate_actions: bool = False
         """Check every action's shape, dtype and range before stepping (syncs with the host:
         for debugging, not for speed or graph capture)."""
@@ -85,7 +86,7 @@ class CraftaxClassic(TensorEnv):
             Discrete(NUM_ACTIONS, device=dev),
             MAX_TIMESTEPS,
             seed=seed,
-            capture_safe=True,
+            capture_safe=self.kernel == "triton",  # the torch step lists the worlds to reset on the host
             validate_actions=config.validate_actions,
         )
         self.config = config
@@ -93,45 +94,61 @@ class CraftaxClassic(TensorEnv):
         self.tables = game.Tables(dev, light, zombie_chance)
         self._light0 = float(light[0])
         self.s = empty_state(num_envs, dev)
-        pool = config.reset_pool or min(num_envs, max(16, num_envs // 8))
-        refill = config.reset_refill or max(1, pool // 32)
-        if pool < 1 or not 1 <= refill <= pool:
-            raise ConfigError(f"env.reset_pool / env.reset_refill: need pool >= 1 and 1 <= refill <= pool, got {pool}, {refill}")
+        self.world_key = torch.zeros(1, dtype=torch.int64, device=dev)
+        """The run's key of the worlds: episode ``k`` of env ``e`` starts in the world of
+        Philox(``world_key``, (draw, ``e``, ``k``)) (:func:`.worldgen.episode_draws`)."""
+        self.episode = torch.zeros(num_envs, dtype=torch.int64, device=dev)
+        """The episode each env is in, counted from 0 at ``reset(seed)``."""
+        self._new_world_key()
         if self.kernel == "triton":
             from noeira.envs.craftax import triton_step, triton_worldgen
 
+            if self._stats.numel() != triton_step.STATS:  # the kernel sums what TensorEnv.step would
+                raise RuntimeError("craftax: the step kernel's episode sums are not TensorEnv._stats' layout")
             self._triton = triton_step.Step(num_envs, torch.device(dev))
             self._seed = torch.zeros(1, dtype=torch.int64, device=dev)  # the kernels' Philox key, +1 per step
-            self.pool = StatePool(self.generate, pool, refill, dev, generate_into=lambda states, rows: (
-                triton_worldgen.generate_into(states, rows, self._light0, seed=self._seed)))
+            self._gen = triton_worldgen.WorldGen(num_envs, torch.device(dev))
+            self._listed = EnvList(num_envs, torch.device(dev))
             # the compact observations the kernels write (the result buffers themselves when compact)
             self._final_code = self._result.final_obs if self.compact else torch.zeros(
                 (num_envs, render.COMPACT_SIZE), dtype=torch.uint8, device=dev)
             self._obs_code = self._result.obs if self.compact else torch.zeros_like(self._final_code)
             # built here, not at the first step: it is a host-to-device copy (a sync)
             self._tenths = None if self.compact else render._tenths_table(torch.device(dev))
-        else:
-            self.pool = StatePool(self.generate, pool, refill, dev)
         self.reset(seed)
 
-    def generate(self, k: int) -> dict[str, Tensor]:
-        """``k`` fresh initial states (compact layout), from the env's generator."""
-        return worldgen.generate(k, self.generator, self.device, self._light0)
+    def _new_world_key(self) -> None:
+        """A new run of worlds: ``world_key`` from the generator, every env before its episode 0."""
+        self.world_key.copy_(torch.randint(0, 2**62, (1,), generator=self.generator, device=self.device))
+        self.episode.fill_(-1)
 
     # -- TensorEnv -----------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Tensor:
+        """Every env starts a new episode in a new world; ``seed`` fixes them (and what follows),
+        without it the episode counts go on from where they are."""
         if seed is not None:
             self.generator.manual_seed(seed)
+            self._new_world_key()
         if self.kernel == "triton":
             self._seed.copy_(torch.randint(0, 2**62, (1,), generator=self.generator, device=self.device))
-        self.pool.fill()
         return super().reset()
 
     def _reset_envs(self, mask: Tensor) -> None:
-        self.pool.draw(mask, self.s)
+        """A world of its own for the next episode of each env in ``mask``."""
+        if self.kernel == "triton":
+            self._listed.select(mask)
+            self._gen(self.s, self._listed.rows, self._listed.count, self._light0, key=self.world_key,
+                      episode=self.episode)
+            return
+        rows = mask.nonzero().squeeze(1)  # a host sync (declared: capture_safe is False)
+        if rows.numel() == 0:
+            return
+        self.episode.index_add_(0, rows, torch.ones_like(rows))
+        fresh = worldgen.generate(self.world_key, rows, self.episode.index_select(0, rows), self._light0)
+        for key, value in self.s.items():
+            value.index_copy_(0, rows, fresh[key])
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
-        self.pool.refill_step()
         draws = game.sample_draws(self.num_envs, self.generator, self.device)
         return game.step(self.s, action, draws, self.tables)
 
@@ -153,13 +170,13 @@ class CraftaxClassic(TensorEnv):
         if self.validate_actions:
             self._check(action)
         r, k = self._result, self._triton
-        self.pool.refill_step()
         partial = k.env(self.s, action, self.tables, self._seed, r.reward, r.terminated, r.truncated, self.elapsed,
                         self.episode_return, self.episode_length, self._final_code, self._obs_code, MAX_TIMESTEPS,
                         draws=None if draws is None else dict(draws))
         self._seed.add_(1)
         self._stats += partial.sum(0)  # per-program sums added in a fixed order: deterministic
-        self.pool.draw(k.done, self.s)
+        # a world of its own for each world that ended (listed by the step kernel, with its count)
+        self._gen(self.s, k.done_queue, k.done_count, self._light0, key=self.world_key, episode=self.episode)
         k.observe_reset(self.s, self._obs_code)
         if not self.compact:
             triton_step.expand(self._final_code, r.final_obs, self._tenths)
@@ -184,6 +201,14 @@ class CraftaxClassic(TensorEnv):
     def _set_state(self, state: dict[str, Tensor]) -> None:
         import_state(state, self.s)
         self.elapsed.copy_(self.s["timestep"])
+
+    def _extra_state(self) -> dict[str, Tensor]:
+        """The worlds' key and each env's episode count (they fix the next worlds), and the Triton
+        step's Philox key (checkpoints: ``TensorEnv.state_dict``)."""
+        out = {"world_key": self.world_key, "episode": self.episode}
+        if self.kernel == "triton":
+            out["kernel_key"] = self._seed
+        return out
 
     def _episode_values(self) -> dict[str, Tensor]:
         ach = self.s["achievements"].float()

@@ -110,7 +110,10 @@ COW_CHANCE = _const(C.SPAWN_COW_CHANCE)
 SKELETON_CHANCE = _const(C.SPAWN_SKELETON_CHANCE)
 TENTH = _const(float(torch.tensor(0.1, dtype=torch.float32)))  # the reward's 0.1, as float32
 COMPACT = _const(148)
-NUM_STATS = _const(25)  # return, length, count, 22 achievements
+STATS = 25
+"""The per-program sums the step kernel writes: ``TensorEnv._stats``' layout for this env (return,
+length, count, then the 22 achievements in ``episode_stat_keys``' order, the state's bit order)."""
+NUM_STATS = _const(STATS)
 
 
 # -- lane helpers ----------------------------------------------------------------------------------
@@ -353,37 +356,68 @@ def _attack(pos, hp, mask, e, SLOTS: tl.constexpr, bx, by, do, damage, live):
     return hit_any, do & was_alive & (_ld(mask, e * SLOTS + target, live) == 0)
 
 
-# -- the rules -------------------------------------------------------------------------------------
+# -- the rules, in game.step's order ---------------------------------------------------------------
 @triton.jit
-def _rules(e, live, action_p,
-           mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
-           fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-           plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
-           u_p, dirs_p, cand_p, seed_p, deferred_p, DRAWS: tl.constexpr):
-    """The whole step for the lanes ``e`` (``live`` inside num_envs), in place, but for the spawns
-    that need a scan of the window; returns (reward float32, terminated, the achievements bits,
-    the lanes queued for the spawn kernel, each with the first kind it defers in ``deferred_p``)."""
-    e64 = e.to(tl.int64)
-    base = e64 * 4096
-    # -- the variates: u [17] floats, dirs [8] ints in 0..7
+def _u(u_p, e64, k: tl.constexpr, live):
+    return tl.load(u_p + e64 * 17 + k, mask=live, other=1.0)
+
+
+@triton.jit
+def _keep(u_p, dirs_p, e64, live, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16,
+          d0, d1, d2, d3, d4, d5, d6, d7):
+    """Write the variates drawn into ``u_p`` [N, 17] and ``dirs_p`` [N, 8] (for the torch step to replay)."""
+    tl.store(u_p + e64 * 17 + 0, u0, mask=live)
+    tl.store(u_p + e64 * 17 + 1, u1, mask=live)
+    tl.store(u_p + e64 * 17 + 2, u2, mask=live)
+    tl.store(u_p + e64 * 17 + 3, u3, mask=live)
+    tl.store(u_p + e64 * 17 + 4, u4, mask=live)
+    tl.store(u_p + e64 * 17 + 5, u5, mask=live)
+    tl.store(u_p + e64 * 17 + 6, u6, mask=live)
+    tl.store(u_p + e64 * 17 + 7, u7, mask=live)
+    tl.store(u_p + e64 * 17 + 8, u8, mask=live)
+    tl.store(u_p + e64 * 17 + 9, u9, mask=live)
+    tl.store(u_p + e64 * 17 + 10, u10, mask=live)
+    tl.store(u_p + e64 * 17 + 11, u11, mask=live)
+    tl.store(u_p + e64 * 17 + 12, u12, mask=live)
+    tl.store(u_p + e64 * 17 + 13, u13, mask=live)
+    tl.store(u_p + e64 * 17 + 14, u14, mask=live)
+    tl.store(u_p + e64 * 17 + 15, u15, mask=live)
+    tl.store(u_p + e64 * 17 + 16, u16, mask=live)
+    _st(dirs_p, e64 * 8 + 0, d0, live)
+    _st(dirs_p, e64 * 8 + 1, d1, live)
+    _st(dirs_p, e64 * 8 + 2, d2, live)
+    _st(dirs_p, e64 * 8 + 3, d3, live)
+    _st(dirs_p, e64 * 8 + 4, d4, live)
+    _st(dirs_p, e64 * 8 + 5, d5, live)
+    _st(dirs_p, e64 * 8 + 6, d6, live)
+    _st(dirs_p, e64 * 8 + 7, d7, live)
+
+
+@triton.jit
+def _variates(e, e64, live, u_p, dirs_p, seed, DRAWS: tl.constexpr):
+    """``game.sample_draws``' variates of the lanes: ``u`` (17 uniforms: u0 the sapling, u1..u6
+    the zombies' axis and chase draws, u7..u10 the skeletons', u11..u13 the spawn go draws, u14..u16
+    the spawn picks) and ``dirs`` (8 moves in 0..7: zombies, cows, skeletons). Read (``DRAWS`` 1),
+    or drawn from the kernel's Philox stream on counters ``e * 32 + 0..6`` (8..31 are the spawn
+    candidates') and, with ``DRAWS`` 2, written out too."""
     if DRAWS == 1:
-        u0 = tl.load(u_p + e64 * 17 + 0, mask=live, other=1.0)
-        u1 = tl.load(u_p + e64 * 17 + 1, mask=live, other=1.0)
-        u2 = tl.load(u_p + e64 * 17 + 2, mask=live, other=1.0)
-        u3 = tl.load(u_p + e64 * 17 + 3, mask=live, other=1.0)
-        u4 = tl.load(u_p + e64 * 17 + 4, mask=live, other=1.0)
-        u5 = tl.load(u_p + e64 * 17 + 5, mask=live, other=1.0)
-        u6 = tl.load(u_p + e64 * 17 + 6, mask=live, other=1.0)
-        u7 = tl.load(u_p + e64 * 17 + 7, mask=live, other=1.0)
-        u8 = tl.load(u_p + e64 * 17 + 8, mask=live, other=1.0)
-        u9 = tl.load(u_p + e64 * 17 + 9, mask=live, other=1.0)
-        u10 = tl.load(u_p + e64 * 17 + 10, mask=live, other=1.0)
-        u11 = tl.load(u_p + e64 * 17 + 11, mask=live, other=1.0)
-        u12 = tl.load(u_p + e64 * 17 + 12, mask=live, other=1.0)
-        u13 = tl.load(u_p + e64 * 17 + 13, mask=live, other=1.0)
-        u14 = tl.load(u_p + e64 * 17 + 14, mask=live, other=1.0)
-        u15 = tl.load(u_p + e64 * 17 + 15, mask=live, other=1.0)
-        u16 = tl.load(u_p + e64 * 17 + 16, mask=live, other=1.0)
+        u0 = _u(u_p, e64, 0, live)
+        u1 = _u(u_p, e64, 1, live)
+        u2 = _u(u_p, e64, 2, live)
+        u3 = _u(u_p, e64, 3, live)
+        u4 = _u(u_p, e64, 4, live)
+        u5 = _u(u_p, e64, 5, live)
+        u6 = _u(u_p, e64, 6, live)
+        u7 = _u(u_p, e64, 7, live)
+        u8 = _u(u_p, e64, 8, live)
+        u9 = _u(u_p, e64, 9, live)
+        u10 = _u(u_p, e64, 10, live)
+        u11 = _u(u_p, e64, 11, live)
+        u12 = _u(u_p, e64, 12, live)
+        u13 = _u(u_p, e64, 13, live)
+        u14 = _u(u_p, e64, 14, live)
+        u15 = _u(u_p, e64, 15, live)
+        u16 = _u(u_p, e64, 16, live)
         d0 = _ld(dirs_p, e64 * 8 + 0, live)
         d1 = _ld(dirs_p, e64 * 8 + 1, live)
         d2 = _ld(dirs_p, e64 * 8 + 2, live)
@@ -393,8 +427,7 @@ def _rules(e, live, action_p,
         d6 = _ld(dirs_p, e64 * 8 + 6, live)
         d7 = _ld(dirs_p, e64 * 8 + 7, live)
     else:
-        seed = tl.load(seed_p)
-        off = e * 32  # counters: 0..6 these variates, 8..31 the spawn candidates
+        off = e * 32
         u0, u1, u2, u3 = tl.rand4x(seed, off)
         u4, u5, u6, u7 = tl.rand4x(seed, off + 1)
         u8, u9, u10, u11 = tl.rand4x(seed, off + 2)
@@ -410,152 +443,92 @@ def _rules(e, live, action_p,
         d5 = (r5 >> 29).to(tl.int32)
         d6 = (r6 >> 29).to(tl.int32)
         d7 = (r7 >> 29).to(tl.int32)
-        if DRAWS == 2:  # keep them, so the torch step can replay this one
-            tl.store(u_p + e64 * 17 + 0, u0, mask=live)
-            tl.store(u_p + e64 * 17 + 1, u1, mask=live)
-            tl.store(u_p + e64 * 17 + 2, u2, mask=live)
-            tl.store(u_p + e64 * 17 + 3, u3, mask=live)
-            tl.store(u_p + e64 * 17 + 4, u4, mask=live)
-            tl.store(u_p + e64 * 17 + 5, u5, mask=live)
-            tl.store(u_p + e64 * 17 + 6, u6, mask=live)
-            tl.store(u_p + e64 * 17 + 7, u7, mask=live)
-            tl.store(u_p + e64 * 17 + 8, u8, mask=live)
-            tl.store(u_p + e64 * 17 + 9, u9, mask=live)
-            tl.store(u_p + e64 * 17 + 10, u10, mask=live)
-            tl.store(u_p + e64 * 17 + 11, u11, mask=live)
-            tl.store(u_p + e64 * 17 + 12, u12, mask=live)
-            tl.store(u_p + e64 * 17 + 13, u13, mask=live)
-            tl.store(u_p + e64 * 17 + 14, u14, mask=live)
-            tl.store(u_p + e64 * 17 + 15, u15, mask=live)
-            tl.store(u_p + e64 * 17 + 16, u16, mask=live)
-            _st(dirs_p, e64 * 8 + 0, d0, live)
-            _st(dirs_p, e64 * 8 + 1, d1, live)
-            _st(dirs_p, e64 * 8 + 2, d2, live)
-            _st(dirs_p, e64 * 8 + 3, d3, live)
-            _st(dirs_p, e64 * 8 + 4, d4, live)
-            _st(dirs_p, e64 * 8 + 5, d5, live)
-            _st(dirs_p, e64 * 8 + 6, d6, live)
-            _st(dirs_p, e64 * 8 + 7, d7, live)
+        if DRAWS == 2:
+            _keep(u_p, dirs_p, e64, live, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16,
+                  d0, d1, d2, d3, d4, d5, d6, d7)
+    return u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, d0, d1, d2, d3, d4, d5, d6, d7
 
-    # -- the state this step starts from
-    px = _ld(ppos, e64 * 2, live)
-    py = _ld(ppos, e64 * 2 + 1, live)
-    pdir = _ld(pdir_p, e64, live)
-    health = _ld(health_p, e64, live)
-    food = _ld(food_p, e64, live)
-    drink = _ld(drink_p, e64, live)
-    energy = _ld(energy_p, e64, live)
-    sleeping = _ld(sleep_p, e64, live) != 0
-    recover = tl.load(recover_p + e64, mask=live, other=0.0)
-    hunger = tl.load(hunger_p + e64, mask=live, other=0.0)
-    thirst = tl.load(thirst_p + e64, mask=live, other=0.0)
-    fatigue = tl.load(fatigue_p + e64, mask=live, other=0.0)
-    i_wood = _ld(inv_p, e64 * 12 + 0, live)
-    i_stone = _ld(inv_p, e64 * 12 + 1, live)
-    i_coal = _ld(inv_p, e64 * 12 + 2, live)
-    i_iron = _ld(inv_p, e64 * 12 + 3, live)
-    i_diamond = _ld(inv_p, e64 * 12 + 4, live)
-    i_sapling = _ld(inv_p, e64 * 12 + 5, live)
-    i_wpick = _ld(inv_p, e64 * 12 + 6, live)
-    i_spick = _ld(inv_p, e64 * 12 + 7, live)
-    i_ipick = _ld(inv_p, e64 * 12 + 8, live)
-    i_wsword = _ld(inv_p, e64 * 12 + 9, live)
-    i_ssword = _ld(inv_p, e64 * 12 + 10, live)
-    i_isword = _ld(inv_p, e64 * 12 + 11, live)
-    ach = tl.zeros_like(px)
-    for k in range(22):
-        ach = ach | ((_ld(ach_p, e64 * 22 + k, live) != 0).to(tl.int32) << k)
-    init_ach = ach
-    init_health = health
-    ts = _ld(ts_p, e64, live)
 
-    # a sleeping player does nothing
-    act = _ld(action_p, e64, live)
-    a = tl.where(sleeping, 0, act)
+@triton.jit
+def _make(a, action: tl.constexpr, can, wood, stone, coal, iron, tool, ach, bit: tl.constexpr,
+          STONE_TOO: tl.constexpr, IRON_TOO: tl.constexpr):
+    """One recipe: under ``action`` where ``can``, a wood (and stone, and iron and coal) tool is
+    made from one of each material; its achievement bit set."""
+    made = (a == action) & can
+    m = made.to(tl.int32)
+    wood -= m
+    if STONE_TOO:
+        stone -= m
+    if IRON_TOO:
+        iron -= m
+        coal -= m
+    return wood, stone, coal, iron, tool + m, _bit(ach, made, bit)
 
-    # -- crafting: next to a table (and a furnace), with the materials; the actions exclude each other
+
+@triton.jit
+def _craft(mp, base, px, py, live, a, wood, stone, coal, iron, wpick, spick, ipick, wsword, ssword, isword, ach):
+    """``game._craft``: next to a table (and a furnace for iron tools), with the materials; the
+    actions exclude each other, so each recipe reads the inventory it starts with."""
     table = _near(mp, base, px, py, TABLE, live)
     furnace = _near(mp, base, px, py, FURNACE, live)
-    has_wood = i_wood >= 1
-    has_stone = i_stone >= 1
-    has_coal = i_coal >= 1
-    has_iron = i_iron >= 1
-    made = (a == 11) & table & has_wood
-    i_wood -= made.to(tl.int32)
-    i_wpick += made.to(tl.int32)
-    ach = _bit(ach, made, A_WPICK)
-    made = (a == 12) & table & has_wood & has_stone
-    i_wood -= made.to(tl.int32)
-    i_stone -= made.to(tl.int32)
-    i_spick += made.to(tl.int32)
-    ach = _bit(ach, made, A_SPICK)
-    made = (a == 13) & table & furnace & has_wood & has_stone & has_iron & has_coal
-    i_wood -= made.to(tl.int32)
-    i_stone -= made.to(tl.int32)
-    i_iron -= made.to(tl.int32)
-    i_coal -= made.to(tl.int32)
-    i_ipick += made.to(tl.int32)
-    ach = _bit(ach, made, A_IPICK)
-    made = (a == 14) & table & has_wood
-    i_wood -= made.to(tl.int32)
-    i_wsword += made.to(tl.int32)
-    ach = _bit(ach, made, A_WSWORD)
-    made = (a == 15) & table & has_wood & has_stone
-    i_wood -= made.to(tl.int32)
-    i_stone -= made.to(tl.int32)
-    i_ssword += made.to(tl.int32)
-    ach = _bit(ach, made, A_SSWORD)
-    made = (a == 16) & table & furnace & has_wood & has_stone & has_iron & has_coal
-    i_wood -= made.to(tl.int32)
-    i_stone -= made.to(tl.int32)
-    i_iron -= made.to(tl.int32)
-    i_coal -= made.to(tl.int32)
-    i_isword += made.to(tl.int32)
-    ach = _bit(ach, made, A_ISWORD)
+    can_wood = table & (wood >= 1)
+    can_stone = can_wood & (stone >= 1)
+    can_iron = can_stone & furnace & (iron >= 1) & (coal >= 1)
+    wood, stone, coal, iron, wpick, ach = _make(a, 11, can_wood, wood, stone, coal, iron, wpick, ach, A_WPICK,
+                                                False, False)
+    wood, stone, coal, iron, spick, ach = _make(a, 12, can_stone, wood, stone, coal, iron, spick, ach, A_SPICK,
+                                                True, False)
+    wood, stone, coal, iron, ipick, ach = _make(a, 13, can_iron, wood, stone, coal, iron, ipick, ach, A_IPICK,
+                                                True, True)
+    wood, stone, coal, iron, wsword, ach = _make(a, 14, can_wood, wood, stone, coal, iron, wsword, ach, A_WSWORD,
+                                                 False, False)
+    wood, stone, coal, iron, ssword, ach = _make(a, 15, can_stone, wood, stone, coal, iron, ssword, ach, A_SSWORD,
+                                                 True, False)
+    wood, stone, coal, iron, isword, ach = _make(a, 16, can_iron, wood, stone, coal, iron, isword, ach, A_ISWORD,
+                                                 True, True)
+    return wood, stone, coal, iron, wpick, spick, ipick, wsword, ssword, isword, ach
 
-    # -- DO: attack the mob in front, else mine / collect / drink / eat the block in front
+
+@triton.jit
+def _do(mp, mm, base, e64, live, px, py, pdir, a, u_sapling, zpos, zhp, zmask, cpos, chp, cmask, spos, shp, smask,
+        plpos, plage, food, drink, hunger, thirst, wood, stone, coal, iron, diamond, sapling, wpick, spick, ipick,
+        wsword, ssword, isword, ach):
+    """``game._do``: attack the mob in front (zombies, cows, skeletons: the first alive one there),
+    else mine, collect, drink or eat the block in front."""
     do = a == 5
     bx = px + _dx(pdir)
     by = py + _dy(pdir)
-    damage = tl.maximum(tl.maximum(tl.maximum(tl.zeros_like(px) + 1, 2 * i_wsword), 3 * i_ssword), 5 * i_isword)
-    attacked = px < -1000
-    killed_any = px < -1000
-    hit_any, killed = _attack(zpos, zhp, zmask, e64, 3, bx, by, do, damage, live)
-    ach = _bit(ach, killed, A_ZOMBIE)
-    attacked = attacked | hit_any
-    killed_any = killed_any | killed
-    hit_any, killed = _attack(cpos, chp, cmask, e64, 3, bx, by, do, damage, live)
-    ach = _bit(ach, killed, A_COW)
-    attacked = attacked | hit_any
-    killed_any = killed_any | killed
-    food = tl.where(killed, tl.minimum(food + 6, 9), food)
-    hunger = tl.where(killed, 0.0, hunger)
-    hit_any, killed = _attack(spos, shp, smask, e64, 2, bx, by, do, damage, live)
-    ach = _bit(ach, killed, A_SKELETON)
-    attacked = attacked | hit_any
-    killed_any = killed_any | killed
-
+    damage = tl.maximum(tl.maximum(tl.maximum(tl.zeros_like(px) + 1, 2 * wsword), 3 * ssword), 5 * isword)
+    hit_z, killed_z = _attack(zpos, zhp, zmask, e64, 3, bx, by, do, damage, live)
+    ach = _bit(ach, killed_z, A_ZOMBIE)
+    hit_c, killed_c = _attack(cpos, chp, cmask, e64, 3, bx, by, do, damage, live)
+    ach = _bit(ach, killed_c, A_COW)
+    food = tl.where(killed_c, tl.minimum(food + 6, 9), food)
+    hunger = tl.where(killed_c, 0.0, hunger)
+    hit_s, killed_s = _attack(spos, shp, smask, e64, 2, bx, by, do, damage, live)
+    ach = _bit(ach, killed_s, A_SKELETON)
+    attacked = hit_z | hit_c | hit_s
     bidx, bok = _cell(bx, by)
-    _st(mm, base + bidx, tl.zeros_like(px), live & bok & killed_any)
+    _st(mm, base + bidx, tl.zeros_like(px), live & bok & (killed_z | killed_c | killed_s))
     block = _ld(mp, base + bidx, live)
     ok = do & _inb(bx, by) & _not(attacked)
     got_tree = ok & (block == TREE)
-    got_stone = ok & (block == STONE) & (i_wpick > 0)
-    got_coal = ok & (block == COAL) & (i_wpick > 0)
-    got_iron = ok & (block == IRON) & (i_spick > 0)
-    got_diamond = ok & (block == DIAMOND) & (i_ipick > 0)
-    got_sapling = ok & (block == GRASS) & (u0 < 0.1)
+    got_stone = ok & (block == STONE) & (wpick > 0)
+    got_coal = ok & (block == COAL) & (wpick > 0)
+    got_iron = ok & (block == IRON) & (spick > 0)
+    got_diamond = ok & (block == DIAMOND) & (ipick > 0)
+    got_sapling = ok & (block == GRASS) & (u_sapling < 0.1)
     got_water = ok & (block == WATER)
     got_ripe = ok & (block == RIPE)
     mined = got_stone | got_coal | got_iron | got_diamond
     new_block = tl.where(got_tree, GRASS, tl.where(mined, PATH, tl.where(got_ripe, PLANT, block)))
     _st(mp, base + bidx, new_block, live & bok)
-    i_wood += got_tree.to(tl.int32)
-    i_stone += got_stone.to(tl.int32)
-    i_coal += got_coal.to(tl.int32)
-    i_iron += got_iron.to(tl.int32)
-    i_diamond += got_diamond.to(tl.int32)
-    i_sapling += got_sapling.to(tl.int32)
+    wood += got_tree.to(tl.int32)
+    stone += got_stone.to(tl.int32)
+    coal += got_coal.to(tl.int32)
+    iron += got_iron.to(tl.int32)
+    diamond += got_diamond.to(tl.int32)
+    sapling += got_sapling.to(tl.int32)
     ach = _bit(ach, got_tree, A_WOOD)
     ach = _bit(ach, got_stone, A_STONE)
     ach = _bit(ach, got_coal, A_COAL)
@@ -575,22 +548,29 @@ def _rules(e, live, action_p,
         first = tl.where(at & (first == 10), i, first)
     first = tl.where(first == 10, 0, first)
     _st(plage, e64 * 10 + first, tl.zeros_like(px), live & got_ripe)
+    return food, drink, hunger, thirst, wood, stone, coal, iron, diamond, sapling, ach
 
-    # -- placing: stone (also into water), a table, a furnace, a sapling on grass
+
+@triton.jit
+def _place(mp, mm, base, e64, live, px, py, pdir, a, plpos, plage, plmask, wood, stone, sapling, ach):
+    """``game._place``: stone (also into water), a table, a furnace, a sapling on grass, in front."""
+    bx = px + _dx(pdir)
+    by = py + _dy(pdir)
+    bidx, bok = _cell(bx, by)
     block = _ld(mp, base + bidx, live)
     wall = _solid(block)
     mob_there = (_ld(mm, base + bidx, live) != 0) | ((bx == px) & (by == py))
     ok = _inb(bx, by) & _not(mob_there)
-    put_table = ok & (a == 8) & _not(wall) & (i_wood >= 2)
-    put_furnace = ok & (a == 9) & _not(wall) & (i_stone > 0)
-    put_stone = ok & (a == 7) & ((block == WATER) | _not(wall)) & (i_stone > 0)
-    put_plant = ok & (a == 10) & (block == GRASS) & (i_sapling > 0)
+    put_table = ok & (a == 8) & _not(wall) & (wood >= 2)
+    put_furnace = ok & (a == 9) & _not(wall) & (stone > 0)
+    put_stone = ok & (a == 7) & ((block == WATER) | _not(wall)) & (stone > 0)
+    put_plant = ok & (a == 10) & (block == GRASS) & (sapling > 0)
     new_block = tl.where(put_table, TABLE, tl.where(put_furnace, FURNACE, tl.where(put_stone, STONE, tl.where(
         put_plant, PLANT, block))))
     _st(mp, base + bidx, new_block, live & bok)
-    i_wood -= 2 * put_table.to(tl.int32)
-    i_stone -= (put_furnace | put_stone).to(tl.int32)
-    i_sapling -= put_plant.to(tl.int32)
+    wood -= 2 * put_table.to(tl.int32)
+    stone -= (put_furnace | put_stone).to(tl.int32)
+    sapling -= put_plant.to(tl.int32)
     ach = _bit(ach, put_table, A_TABLE)
     ach = _bit(ach, put_furnace, A_FURNACE)
     ach = _bit(ach, put_stone, A_PSTONE)
@@ -604,8 +584,12 @@ def _rules(e, live, action_p,
     _st(plpos, (e64 * 10 + slot) * 2 + 1, by, live & adding)
     _st(plage, e64 * 10 + slot, tl.zeros_like(px), live & adding)
     _st(plmask, e64 * 10 + slot, tl.zeros_like(px) + 1, live & adding)
+    return wood, stone, sapling, ach
 
-    # -- movement: onto a free cell, or onto lava (where the player dies)
+
+@triton.jit
+def _move(mp, mm, base, live, px, py, pdir, a):
+    """Movement: onto a free cell, or onto lava (where the player dies); a move action turns."""
     sx = _dx(a)
     sy = _dy(a)
     qx = px + sx
@@ -615,8 +599,27 @@ def _rules(e, live, action_p,
     px = px + sx * moves.to(tl.int32)
     py = py + sy * moves.to(tl.int32)
     pdir = tl.where((a >= 1) & (a <= 4), a, pdir)
+    return px, py, pdir
 
-    # -- zombies: chase (75%) when close, else wander; attack when adjacent
+
+@triton.jit
+def _relocate(mm, base, live, pos, mask_p, o, x, y, nx, ny, alive, now):
+    """A mob slot's move: it leaves ``mob_map`` at (x, y) where it was alive, enters it at (nx, ny)
+    where it still is (``now``); its position and mask written."""
+    oidx, ook = _cell(x, y)
+    nidx, nok = _cell(nx, ny)
+    _st(mm, base + oidx, tl.zeros_like(x), live & ook & alive)
+    _st(mm, base + nidx, tl.zeros_like(x) + 1, live & nok & now)
+    _st(pos, o * 2, nx, live)
+    _st(pos, o * 2 + 1, ny, live)
+    _st(mask_p, o, now.to(tl.int32), live)
+
+
+@triton.jit
+def _zombies(mp, mm, base, e64, live, px, py, zpos, zmask, zcd, u1, u2, u3, u4, u5, u6, d0, d1, d2, health,
+             sleeping, ach):
+    """``game._zombies``: chase the player (75%) when close, else wander; attack when adjacent
+    (more damage to a sleeper, who wakes)."""
     for i in range(3):  # loops over slots stay loops (not unrolled): the kernel compiles much faster
         o = e64 * 3 + i
         x = _ld(zpos, o * 2, live)
@@ -639,18 +642,14 @@ def _rules(e, live, action_p,
         sleeping = sleeping & _not(attack)
         _st(zcd, o, tl.where(attack, 5, cd - 1), live)
         free = _free(mp, mm, base, qx, qy, px, py, live)
-        nx = tl.where(free, qx, x)
-        ny = tl.where(free, qy, y)
-        now = alive & (dist < DESPAWN)
-        oidx, ook = _cell(x, y)
-        nidx, nok = _cell(nx, ny)
-        _st(mm, base + oidx, tl.zeros_like(px), live & ook & alive)
-        _st(mm, base + nidx, tl.zeros_like(px) + 1, live & nok & now)
-        _st(zpos, o * 2, nx, live)
-        _st(zpos, o * 2 + 1, ny, live)
-        _st(zmask, o, now.to(tl.int32), live)
+        _relocate(mm, base, live, zpos, zmask, o, x, y, tl.where(free, qx, x), tl.where(free, qy, y), alive,
+                  alive & (dist < DESPAWN))
+    return health, sleeping, ach
 
-    # -- cows wander (or stand still)
+
+@triton.jit
+def _cows(mp, mm, base, e64, live, px, py, cpos, cmask, d3, d4, d5):
+    """``game._cows``: wander (or stand still)."""
     for i in range(3):
         o = e64 * 3 + i
         x = _ld(cpos, o * 2, live)
@@ -660,18 +659,14 @@ def _rules(e, live, action_p,
         qx = x + _mx(dm)
         qy = y + _my(dm)
         free = _free(mp, mm, base, qx, qy, px, py, live)
-        nx = tl.where(free, qx, x)
-        ny = tl.where(free, qy, y)
-        now = alive & (tl.abs(x - px) + tl.abs(y - py) < DESPAWN)
-        oidx, ook = _cell(x, y)
-        nidx, nok = _cell(nx, ny)
-        _st(mm, base + oidx, tl.zeros_like(px), live & ook & alive)
-        _st(mm, base + nidx, tl.zeros_like(px) + 1, live & nok & now)
-        _st(cpos, o * 2, nx, live)
-        _st(cpos, o * 2 + 1, ny, live)
-        _st(cmask, o, now.to(tl.int32), live)
+        _relocate(mm, base, live, cpos, cmask, o, x, y, tl.where(free, qx, x), tl.where(free, qy, y), alive,
+                  alive & (tl.abs(x - px) + tl.abs(y - py) < DESPAWN))
 
-    # -- skeletons: keep their distance, shoot arrows at distance 4..5
+
+@triton.jit
+def _skeletons(mp, mm, base, e64, live, px, py, spos, smask, scd, apos, amask, adir, u7, u8, u9, u10, d6, d7):
+    """``game._skeletons``: keep their distance (back off when close, come nearer when far, else
+    wander), shoot an arrow at distance 4..5 (or when cornered) if an arrow slot is free."""
     for i in range(2):
         o = e64 * 2 + i
         x = _ld(spos, o * 2, live)
@@ -712,18 +707,14 @@ def _rules(e, live, action_p,
         qy = tl.where(attack, y, qy)
         _st(scd, o, tl.where(attack, 4, cd - 1), live)
         free = _free(mp, mm, base, qx, qy, px, py, live)
-        nx = tl.where(free, qx, x)
-        ny = tl.where(free, qy, y)
-        now = alive & (dist < DESPAWN)
-        oidx, ook = _cell(x, y)
-        nidx, nok = _cell(nx, ny)
-        _st(mm, base + oidx, tl.zeros_like(px), live & ook & alive)
-        _st(mm, base + nidx, tl.zeros_like(px) + 1, live & nok & now)
-        _st(spos, o * 2, nx, live)
-        _st(spos, o * 2 + 1, ny, live)
-        _st(smask, o, now.to(tl.int32), live)
+        _relocate(mm, base, live, spos, smask, o, x, y, tl.where(free, qx, x), tl.where(free, qy, y), alive,
+                  alive & (dist < DESPAWN))
 
-    # -- arrows fly on (dead slots too); they hurt the player and break tables and furnaces
+
+@triton.jit
+def _arrows(mp, mm, base, e64, live, px, py, apos, amask, adir, health, sleeping):
+    """``game._arrows``: every slot flies on (dead ones too); an alive arrow hurts the player (who
+    wakes) and breaks tables and furnaces; it stays alive while its cell is free."""
     for i in range(3):
         o = e64 * 3 + i
         x = _ld(apos, o * 2, live) + _ld(adir, o * 2, live)
@@ -741,13 +732,18 @@ def _rules(e, live, action_p,
         _st(amask, o, (_inb(x, y) & _not(blocked) & alive).to(tl.int32), live)
         _st(apos, o * 2, x, live)
         _st(apos, o * 2 + 1, y, live)
+    return health, sleeping
 
-    # -- spawning (a cow on grass, a zombie on grass or path, more at night, a skeleton on path),
-    # kind after kind, on the first free candidate cell; a world whose candidates all fail leaves
-    # that kind and the next ones to the spawn kernel, which scans the window
+
+@triton.jit
+def _spawns(mp, mm, base, e, e64, live, px, py, ts, zchance_table, max_t, cpos, chp, cmask, zpos, zhp, zmask, spos,
+            shp, smask, u11, u12, u13, u14, u15, u16, wdx, wdy, fdx, fdy, cand_p, seed, deferred_p,
+            DRAWS: tl.constexpr):
+    """``game._spawn``: a cow on grass, a zombie on grass or path (more at night), a skeleton on
+    path, kind after kind, on the first free candidate cell; a world whose candidates all fail
+    leaves that kind and the next ones to the spawn kernel, which scans the window. Returns the
+    lanes queued for it (each with the first kind it defers in ``deferred_p``)."""
     chance_zombie = tl.load(zchance_table + tl.minimum(ts, max_t), mask=live, other=0.0)
-    if DRAWS == 1:
-        seed = 0
     nope = px < -1000
     d_cow = _spawn(mp, mm, base, px, py, live, cpos, chp, cmask, e64, 3, COW_BLOCKS, COW_HEALTH, u11, u14,
                    COW_CHANCE, wdx, wdy, 340, 512, cand_p, seed, e, 0, DRAWS, True, False, nope)
@@ -760,8 +756,12 @@ def _rules(e, live, action_p,
                         False, nope)
     queued = queued | d_skeleton
     _st(deferred_p, e64, tl.where(d_cow, 0, tl.where(d_zombie, 1, 2)), queued)
+    return queued
 
-    # -- plants ripen after 600 steps
+
+@triton.jit
+def _plants(mp, base, e64, live, plpos, plage, plmask):
+    """``game._plants``: planted saplings age; at 600 steps their cell is a ripe plant."""
     for i in range(10):
         o = e64 * 10 + i
         pm = _ld(plmask, o, live)
@@ -769,9 +769,12 @@ def _rules(e, live, action_p,
         age = ((age + 32768) & 65535) - 32768  # int16, as the state keeps it
         _st(plage, o, age, live)
         pidx, pok = _cell(_ld(plpos, o * 2, live), _ld(plpos, o * 2 + 1, live))
-        _st(mp, base + pidx, tl.zeros_like(px) + RIPE, live & pok & (age >= 600))
+        _st(mp, base + pidx, tl.zeros_like(age) + RIPE, live & pok & (age >= 600))
 
-    # -- intrinsics: sleep, hunger, thirst, fatigue, recovery
+
+@triton.jit
+def _intrinsics(a, sleeping, health, food, drink, energy, recover, hunger, thirst, fatigue, ach):
+    """``game._intrinsics``: falling asleep and waking, hunger, thirst, fatigue, recovery."""
     sleeping = sleeping | ((a == 6) & (energy < 9))
     wake = (energy >= 9) & sleeping
     sleeping = sleeping & _not(wake)
@@ -796,28 +799,113 @@ def _rules(e, live, action_p,
     down = recover < -15.0
     health = tl.where(up, tl.minimum(health + 1, 9), tl.where(down, health - 1, health))
     recover = tl.where(up | down, 0.0, recover)
+    return sleeping, health, food, drink, energy, recover, hunger, thirst, fatigue, ach
 
-    # -- the inventory cap, lava, the reward
-    i_wood = tl.minimum(i_wood, 9)
-    i_stone = tl.minimum(i_stone, 9)
-    i_coal = tl.minimum(i_coal, 9)
-    i_iron = tl.minimum(i_iron, 9)
-    i_diamond = tl.minimum(i_diamond, 9)
-    i_sapling = tl.minimum(i_sapling, 9)
-    i_wpick = tl.minimum(i_wpick, 9)
-    i_spick = tl.minimum(i_spick, 9)
-    i_ipick = tl.minimum(i_ipick, 9)
-    i_wsword = tl.minimum(i_wsword, 9)
-    i_ssword = tl.minimum(i_ssword, 9)
-    i_isword = tl.minimum(i_isword, 9)
-    pidx, _pok = _cell(px, py)
-    on_lava = _ld(mp, base + pidx, live) == LAVA
-    health = tl.maximum(tl.where(on_lava, 0, health), 0)
-    gained = tl.zeros_like(px)
+
+@triton.jit
+def _reward(health, init_health, ach, init_ach):
+    """Achievements newly unlocked + 0.1 x the change of health: one fused multiply-add in
+    float64 rounded to float32 (XLA fuses it in float32 with one rounding)."""
+    gained = tl.zeros_like(health)
     new = ach & ~init_ach
     for k in range(22):
         gained += (new >> k) & 1
-    reward = ((health - init_health).to(tl.float64) * TENTH + gained.to(tl.float64)).to(tl.float32)
+    return ((health - init_health).to(tl.float64) * TENTH + gained.to(tl.float64)).to(tl.float32)
+
+
+@triton.jit
+def _inventory(inv_p, e64, live):
+    """The 12 inventory counts (wood, stone, coal, iron, diamond, sapling, the pickaxes, the swords)."""
+    return (_ld(inv_p, e64 * 12 + 0, live), _ld(inv_p, e64 * 12 + 1, live), _ld(inv_p, e64 * 12 + 2, live),
+            _ld(inv_p, e64 * 12 + 3, live), _ld(inv_p, e64 * 12 + 4, live), _ld(inv_p, e64 * 12 + 5, live),
+            _ld(inv_p, e64 * 12 + 6, live), _ld(inv_p, e64 * 12 + 7, live), _ld(inv_p, e64 * 12 + 8, live),
+            _ld(inv_p, e64 * 12 + 9, live), _ld(inv_p, e64 * 12 + 10, live), _ld(inv_p, e64 * 12 + 11, live))
+
+
+@triton.jit
+def _store_inventory(inv_p, e64, live, wood, stone, coal, iron, diamond, sapling, wpick, spick, ipick, wsword,
+                     ssword, isword):
+    """The inventory, each count capped at 9."""
+    _st(inv_p, e64 * 12 + 0, tl.minimum(wood, 9), live)
+    _st(inv_p, e64 * 12 + 1, tl.minimum(stone, 9), live)
+    _st(inv_p, e64 * 12 + 2, tl.minimum(coal, 9), live)
+    _st(inv_p, e64 * 12 + 3, tl.minimum(iron, 9), live)
+    _st(inv_p, e64 * 12 + 4, tl.minimum(diamond, 9), live)
+    _st(inv_p, e64 * 12 + 5, tl.minimum(sapling, 9), live)
+    _st(inv_p, e64 * 12 + 6, tl.minimum(wpick, 9), live)
+    _st(inv_p, e64 * 12 + 7, tl.minimum(spick, 9), live)
+    _st(inv_p, e64 * 12 + 8, tl.minimum(ipick, 9), live)
+    _st(inv_p, e64 * 12 + 9, tl.minimum(wsword, 9), live)
+    _st(inv_p, e64 * 12 + 10, tl.minimum(ssword, 9), live)
+    _st(inv_p, e64 * 12 + 11, tl.minimum(isword, 9), live)
+
+
+@triton.jit
+def _rules(e, live, action_p,
+           mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
+           fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+           plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+           u_p, dirs_p, cand_p, seed_p, deferred_p, DRAWS: tl.constexpr):
+    """``game.step`` for the lanes ``e`` (``live`` inside num_envs), in place, but for the spawns
+    that need a scan of the window: the helpers above in its order. Returns (reward float32,
+    terminated, the achievements bits, the lanes queued for the spawn kernel)."""
+    e64 = e.to(tl.int64)
+    base = e64 * 4096
+    if DRAWS == 1:
+        seed = 0  # (unused: the variates are read)
+    else:
+        seed = tl.load(seed_p)
+    u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, d0, d1, d2, d3, d4, d5, d6, d7 = (
+        _variates(e, e64, live, u_p, dirs_p, seed, DRAWS))
+
+    # -- the state this step starts from
+    px = _ld(ppos, e64 * 2, live)
+    py = _ld(ppos, e64 * 2 + 1, live)
+    pdir = _ld(pdir_p, e64, live)
+    health = _ld(health_p, e64, live)
+    food = _ld(food_p, e64, live)
+    drink = _ld(drink_p, e64, live)
+    energy = _ld(energy_p, e64, live)
+    sleeping = _ld(sleep_p, e64, live) != 0
+    recover = tl.load(recover_p + e64, mask=live, other=0.0)
+    hunger = tl.load(hunger_p + e64, mask=live, other=0.0)
+    thirst = tl.load(thirst_p + e64, mask=live, other=0.0)
+    fatigue = tl.load(fatigue_p + e64, mask=live, other=0.0)
+    wood, stone, coal, iron, diamond, sapling, wpick, spick, ipick, wsword, ssword, isword = _inventory(inv_p, e64, live)
+    ach = tl.zeros_like(px)
+    for k in range(22):
+        ach = ach | ((_ld(ach_p, e64 * 22 + k, live) != 0).to(tl.int32) << k)
+    init_ach = ach
+    init_health = health
+    ts = _ld(ts_p, e64, live)
+    a = tl.where(sleeping, 0, _ld(action_p, e64, live))  # a sleeping player does nothing
+
+    wood, stone, coal, iron, wpick, spick, ipick, wsword, ssword, isword, ach = _craft(
+        mp, base, px, py, live, a, wood, stone, coal, iron, wpick, spick, ipick, wsword, ssword, isword, ach)
+    food, drink, hunger, thirst, wood, stone, coal, iron, diamond, sapling, ach = _do(
+        mp, mm, base, e64, live, px, py, pdir, a, u0, zpos, zhp, zmask, cpos, chp, cmask, spos, shp, smask, plpos,
+        plage, food, drink, hunger, thirst, wood, stone, coal, iron, diamond, sapling, wpick, spick, ipick, wsword,
+        ssword, isword, ach)
+    wood, stone, sapling, ach = _place(mp, mm, base, e64, live, px, py, pdir, a, plpos, plage, plmask, wood, stone,
+                                       sapling, ach)
+    px, py, pdir = _move(mp, mm, base, live, px, py, pdir, a)
+    health, sleeping, ach = _zombies(mp, mm, base, e64, live, px, py, zpos, zmask, zcd, u1, u2, u3, u4, u5, u6, d0,
+                                     d1, d2, health, sleeping, ach)
+    _cows(mp, mm, base, e64, live, px, py, cpos, cmask, d3, d4, d5)
+    _skeletons(mp, mm, base, e64, live, px, py, spos, smask, scd, apos, amask, adir, u7, u8, u9, u10, d6, d7)
+    health, sleeping = _arrows(mp, mm, base, e64, live, px, py, apos, amask, adir, health, sleeping)
+    queued = _spawns(mp, mm, base, e, e64, live, px, py, ts, zchance_table, max_t, cpos, chp, cmask, zpos, zhp, zmask,
+                     spos, shp, smask, u11, u12, u13, u14, u15, u16, wdx, wdy, fdx, fdy, cand_p, seed, deferred_p,
+                     DRAWS)
+    _plants(mp, base, e64, live, plpos, plage, plmask)
+    sleeping, health, food, drink, energy, recover, hunger, thirst, fatigue, ach = _intrinsics(
+        a, sleeping, health, food, drink, energy, recover, hunger, thirst, fatigue, ach)
+
+    # -- lava, the reward, the clock
+    pidx, _pok = _cell(px, py)
+    on_lava = _ld(mp, base + pidx, live) == LAVA
+    health = tl.maximum(tl.where(on_lava, 0, health), 0)
+    reward = _reward(health, init_health, ach, init_ach)
     ts = ts + 1
     light = tl.load(light_table + tl.minimum(ts, max_t), mask=live, other=0.0)
     terminated = (health <= 0) | on_lava
@@ -835,18 +923,8 @@ def _rules(e, live, action_p,
     tl.store(hunger_p + e64, hunger, mask=live)
     tl.store(thirst_p + e64, thirst, mask=live)
     tl.store(fatigue_p + e64, fatigue, mask=live)
-    _st(inv_p, e64 * 12 + 0, i_wood, live)
-    _st(inv_p, e64 * 12 + 1, i_stone, live)
-    _st(inv_p, e64 * 12 + 2, i_coal, live)
-    _st(inv_p, e64 * 12 + 3, i_iron, live)
-    _st(inv_p, e64 * 12 + 4, i_diamond, live)
-    _st(inv_p, e64 * 12 + 5, i_sapling, live)
-    _st(inv_p, e64 * 12 + 6, i_wpick, live)
-    _st(inv_p, e64 * 12 + 7, i_spick, live)
-    _st(inv_p, e64 * 12 + 8, i_ipick, live)
-    _st(inv_p, e64 * 12 + 9, i_wsword, live)
-    _st(inv_p, e64 * 12 + 10, i_ssword, live)
-    _st(inv_p, e64 * 12 + 11, i_isword, live)
+    _store_inventory(inv_p, e64, live, wood, stone, coal, iron, diamond, sapling, wpick, spick, ipick, wsword, ssword,
+                     isword)
     for k in range(22):
         _st(ach_p, e64 * 22 + k, (ach >> k) & 1, live)
     _st(ts_p, e64, ts, live)
@@ -961,24 +1039,17 @@ def _game_kernel(action_p, reward_p, term_p, queue_p, count_p,
 
 
 @triton.jit
-def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, len_p, partial_p, queue_p, count_p,
-                done_queue_p, done_count_p, max_steps,
-                mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
-                fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-                plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
-                u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
-    pid = tl.program_id(0)
-    e = pid * LANES + tl.arange(0, LANES)
-    live = e < n
-    e64 = e.to(tl.int64)
-    reward, terminated, ach, queued = _rules(
-        e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
-        thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
-        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
-        cand_p, seed_p, deferred_p, DRAWS)
-    _enqueue(queue_p, count_p, e, queued)
-    # what TensorEnv.step keeps around the rules: the time limit (only for worlds still alive),
-    # episode return and length, the sums over the episodes that end
+def _bookkeeping(pid, e64, live, reward, terminated, ach, max_steps, reward_p, term_p, trunc_p, done_p, elapsed_p,
+                 ret_p, len_p, partial_p):
+    """``TensorEnv.step``'s work around the rules, fused, for ``CraftaxClassic.step``'s rule set:
+    the time limit (``elapsed >= max_steps``, counted only for worlds still alive, as
+    ``CraftaxClassic.step`` masks ``truncated`` on the torch path), ``done``, the episode return
+    and length, the sums over the episodes that end in ``TensorEnv._stats``' layout (return,
+    length, count, then ``episode_stat_keys``: the 22 achievements, in the bits' order; the env
+    checks that layout when it is built), and the zeroing of the three counters where done.
+    This is the one other place that bookkeeping lives: done in torch ops it would take a dozen
+    more passes over the ``N`` envs each step; ``test_env_step_on_the_kernels_equals_the_torch_env``
+    compares the two, step by step, counters and sums included. Returns ``done``."""
     elapsed = tl.load(elapsed_p + e64, mask=live, other=0) + 1
     truncated = (elapsed >= max_steps) & _not(terminated)
     done = (terminated | truncated) & live
@@ -998,7 +1069,29 @@ def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, l
     tl.store(term_p + e64, terminated.to(tl.int8), mask=live)
     tl.store(trunc_p + e64, truncated.to(tl.int8), mask=live)
     tl.store(done_p + e64, done.to(tl.int8), mask=live)
-    _enqueue(done_queue_p, done_count_p, e, done)  # the worlds whose reset observation is written after the reset
+    return done
+
+
+@triton.jit
+def _env_kernel(action_p, reward_p, term_p, trunc_p, done_p, elapsed_p, ret_p, len_p, partial_p, queue_p, count_p,
+                done_queue_p, done_count_p, max_steps,
+                mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p, thirst_p,
+                fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+                plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy,
+                u_p, dirs_p, cand_p, seed_p, deferred_p, n, DRAWS: tl.constexpr):
+    pid = tl.program_id(0)
+    e = pid * LANES + tl.arange(0, LANES)
+    live = e < n
+    e64 = e.to(tl.int64)
+    reward, terminated, ach, queued = _rules(
+        e, live, action_p, mp, mm, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p, recover_p, hunger_p,
+        thirst_p, fatigue_p, inv_p, zpos, zhp, zmask, zcd, cpos, chp, cmask, spos, shp, smask, scd, apos, amask, adir,
+        plpos, plage, plmask, light_p, ach_p, ts_p, light_table, zchance_table, max_t, wdx, wdy, fdx, fdy, u_p, dirs_p,
+        cand_p, seed_p, deferred_p, DRAWS)
+    _enqueue(queue_p, count_p, e, queued)
+    done = _bookkeeping(pid, e64, live, reward, terminated, ach, max_steps, reward_p, term_p, trunc_p, done_p,
+                        elapsed_p, ret_p, len_p, partial_p)
+    _enqueue(done_queue_p, done_count_p, e, done)  # the worlds whose reset world and observation come after
 
 
 @triton.jit
@@ -1197,7 +1290,7 @@ class Step:
 
     def __init__(self, num_envs: int, device: torch.device) -> None:
         self.n = num_envs
-        self.partial = torch.zeros((triton.cdiv(num_envs, BLOCK), 25), dtype=torch.float64, device=device)
+        self.partial = torch.zeros((triton.cdiv(num_envs, BLOCK), STATS), dtype=torch.float64, device=device)
         self.done = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self.queue = torch.zeros(num_envs, dtype=torch.int32, device=device)
         self.done_queue = torch.zeros(num_envs, dtype=torch.int32, device=device)

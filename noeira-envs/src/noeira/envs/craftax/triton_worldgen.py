@@ -1,36 +1,38 @@
 """Craftax-Classic's world generation as one Triton kernel: fresh worlds written straight into
-rows of the env's reset pool (one launch per refill, instead of the dozens of torch kernels of
-:func:`noeira.envs.craftax.worldgen.generate` and a copy per state tensor).
+the rows of the envs a list names (the envs that ended, in a step; every env, on a reset).
 
-:mod:`.worldgen` (torch) is the reference: fed the same draws, :func:`generate_into` writes the
-worlds :func:`worldgen.world_from_draws` makes (the float math in its order of operations,
-float32, no fused multiply-adds, IEEE division; ``tl.cos``/``tl.sin`` are libdevice's, what
-torch's CUDA ``cos``/``sin`` call), every other state field as ``world_from_draws`` sets it.
+:mod:`.worldgen` (torch) is the reference: fed the same draws, or keyed alike, the kernel
+writes the worlds :func:`worldgen.world_from_draws` makes (the float math in its order of
+operations, float32, no fused multiply-adds, IEEE division; ``tl.cos``/``tl.sin`` are
+libdevice's, what torch's CUDA ``cos``/``sin`` call), every other state field as
+``world_from_draws`` sets it.
 
-One program per world, in four stages:
+The launch is the same whatever the list holds: a fixed grid of programs (``per_sm`` per
+multiprocessor), each walking the list from its index in steps of the grid, up to the count the
+list carries on the device (the step kernel's queue of ended worlds and its count). So the work
+follows the envs that ended, no host sync is needed and the launch records in a CUDA graph.
+Each program handles one world at a time, in four stages:
 
 1. the gradients: the 636 angles of the four noise fields (water 5x5, mountain 5x5, path
    9x33, tree 17x17 gradient points) from the draws or from Philox, their cosines and sines
-   written to a scratch row of the call (``[k, 1280]`` float32), then a barrier;
+   written to the program's scratch row, then a barrier;
 2. each noise field's minimum and maximum over the world, ``ROWS`` map rows at a time (a
-   ``[ROWS, 64]`` tile; a cell's noise gathers its four corner gradients from the scratch row);
-3. the noise again, normalised to [0, 1], and the reference's thresholds: the blocks, written
-   to the map row (the transposed path noise is the path noise at the swapped cell), counting
-   the stone cells; then a barrier;
+   ``[ROWS, 64]`` tile; a cell's noise gathers its four corner gradients from the scratch
+   row); with ``keep`` the noise is also stored in the scratch row (64 KB: four fields), then
+   a barrier;
+3. the noise normalised to [0, 1] (read back with ``keep``, else computed again) and the
+   reference's thresholds: the blocks, written to the map row (the transposed path noise is
+   the path noise at the swapped cell), counting the stone cells; then a barrier;
 4. the extra diamond on the ``pick``-th stone cell, row-major (the map row read back: a
    row-wise cumsum plus the rows' prefix counts), and the other fields' constants.
 
-The noise is computed twice (stages 2 and 3) so that a program holds ``ROWS`` rows at a time,
-not the world: 128 registers a thread at 16 rows and 8 warps, no spills (``cuobjdump
---dump-resource-usage`` of the sm_90 build), two programs an SM.
-
-Random variates in the kernel's own mode: Philox (``tl.rand``/``tl.rand4x``) keyed by a device
-seed (the caller advances it per call; XORed with a constant first, so the same seed tensor as
-:mod:`.triton_step`'s draws another stream), world ``i`` of the call on counters
-``i * 8192 + c``: ``c`` = the cell (four uniforms: coal, iron, diamond, tree), ``4096 + j`` the
-``j``-th gradient angle, ``4732`` the pick. Uniform in [0, 1) as :func:`worldgen.sample_world_draws`'
-are (Philox's float conversion can round its very largest integers up to 1.0, a chance of about
-2^-25 a variate, which changes no block).
+Random variates in the kernel's own mode: Philox4x32-10 (``triton.language.random.philox``)
+keyed by the run's key XOR :data:`worldgen.SALT`, on counters ``(draw, env, episode low,
+episode high)`` as :func:`worldgen.episode_draws` (the torch reference) lays them out; the
+kernel adds one to the env's episode counter before drawing. So every episode's world is its
+own (Philox is a bijection of the counter), and the torch and Triton envs make the same one.
+Uniform in [0, 1) as Triton's ``tl.rand`` (Philox's float conversion can round its very
+largest integers up to 1.0, a chance of about 2^-25 a variate, which changes no block).
 """
 
 from __future__ import annotations
@@ -42,26 +44,34 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
+from triton.language.random import philox
 
 from noeira.envs.craftax import constants as C
+from noeira.envs.craftax import worldgen
 from noeira.envs.craftax.state import STATE_FIELDS
 from noeira.envs.craftax.triton_step import COAL, COW_HEALTH, DIAMOND, GRASS, IRON, LAVA, PATH, STONE, TREE, WATER, _const
 
-__all__ = ["generate_into"]
+__all__ = ["WorldGen", "generate_into"]
 
 
 def _f32(x: float) -> float:
     return float(torch.tensor(x, dtype=torch.float32))
 
 
-NUM_WARPS = 8
-"""Warps per program."""
+NUM_WARPS = 4
+"""Warps per program (4 warps, 4 programs an SM: the world kernel took 0.756 ms for the ended
+envs of a 1M-env step against 0.989 ms at 8 warps, 2 an SM; H200, 2026-12-03, BENCHMARKS.md)."""
 ROWS = 16
 """Map rows a program computes at once (a [16, 64] tile: 4 cells a thread)."""
 MAXNREG = 128
 """Registers per thread at 16 rows: two programs an SM (ptxas would take ~180 to hoist more of
 the gradient gathers; at 128 it still spills nothing; 32 and 64 rows would spill, so they run
 without the cap)."""
+PER_SM = 4
+"""Programs per multiprocessor of the grid (four fit at 128 registers and 4 warps)."""
+KEEP = True
+"""Stage 3 reads the noise stage 2 stored in the program's scratch row, instead of computing
+the five noise evaluations a cell needs a second time."""
 
 # -- constants inside the kernel -------------------------------------------------------------------
 SAND = _const(C.SAND)
@@ -81,18 +91,19 @@ F_085 = _const(_f32(0.85))
 P_COAL = _const(_f32(0.04))
 P_IRON = _const(_f32(0.03))
 P_DIAMOND = _const(_f32(0.005))
+U_SCALE = _const(_f32(4.6566127342e-10))  # Triton's (and worldgen.uniform's) int32 -> [0, 1) scale
 # the gradient angles of the four fields, one row per world: offsets into it
 OFF_WATER = _const(0)  # 5 x 5
 OFF_MOUNTAIN = _const(25)  # 5 x 5
 OFF_PATH = _const(50)  # 9 x 33
 OFF_TREE = _const(347)  # 17 x 17
-NUM_ANGLES = _const(636)
-SCRATCH = 1280
-"""Floats per world in the scratch row: cosines at [0, 636), sines at [640, 1276)."""
+NUM_ANGLES = _const(worldgen.ANGLES)
+PICK = _const(worldgen.PICK - 4096)  # the pick's draw, counted from the angles'
+SALT = _const(worldgen.SALT)
+GRADIENTS = 1280
+"""Floats of a scratch row for the gradients: cosines at [0, 636), sines at [640, 1276)."""
 SINES = _const(640)
-WORLD_COUNTERS = _const(8192)  # Philox counters per world: 4096 cells, 636 angles, the pick
-PICK_COUNTER = _const(4096 + 636)
-SALT = _const(0x2545F4914F6CDD1D)  # mixed into the key
+NOISE = _const(GRADIENTS)  # with keep: the raw noise of water, mountain, path, tree, 4,096 floats each
 
 _KEYS = ("map", "mob_map", "player_position", "player_direction", "player_health", "player_food", "player_drink",
          "player_energy", "is_sleeping", "player_recover", "player_hunger", "player_thirst", "player_fatigue",
@@ -160,6 +171,26 @@ def _norm(noise, lo, hi):
 
 
 @triton.jit
+def _field(sc, x, y, R0: tl.constexpr, R1: tl.constexpr, OFF: tl.constexpr, slot: tl.constexpr, lo, hi,
+           KEEP: tl.constexpr):
+    """A field's noise at the cells, normalised: read back from the scratch row (``KEEP``, the
+    field's ``slot`` there) or computed again."""
+    if KEEP:
+        noise = tl.load(sc + NOISE + slot * 4096 + x * 64 + y)
+    else:
+        noise = _perlin(sc, x, y, R0, R1, OFF)
+    return _norm(noise, lo, hi)
+
+
+@triton.jit
+def _uniform(x):
+    """Philox words -> float32 in [0, 1) (``worldgen.uniform``; Triton's ``uint_to_uniform_float``)."""
+    x = x.to(tl.int32, bitcast=True)
+    x = tl.where(x < 0, ~x, x)
+    return x.to(tl.float32) * U_SCALE
+
+
+@triton.jit
 def _fill(p, row, N: tl.constexpr, P: tl.constexpr, value):
     """``p[row, :N] = value`` (``P``: N rounded up to a power of two)."""
     j = tl.arange(0, P)
@@ -168,15 +199,18 @@ def _fill(p, row, N: tl.constexpr, P: tl.constexpr, value):
 
 
 # -- the kernel ------------------------------------------------------------------------------------
-@triton.jit
-def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_tree, u_coal_p, u_iron_p,
-                     u_diamond_p, u_tree_p, u_pick_p, light0,
-                     mp, mm, ppos, pdir, health, food, drink, energy, sleeping, recover, hunger, thirst, fatigue,
-                     inv, zpos, zhp, zmask, zcd, cpos, chp, cmask, ccd, spos, shp, smask, scd, apos, ahp, amask,
-                     acd, adir, plpos, plage, plmask, light, ach, ts, DRAWS: tl.constexpr, ROWS: tl.constexpr):
-    w = tl.program_id(0).to(tl.int64)  # the world of the call
-    row = tl.load(rows_p + w)  # its pool row
-    sc = scratch_p + w * 1280
+@triton.jit(noinline=True)
+def _world(w, sc, key, list_p, episode_p, a_water, a_mountain, a_path, a_tree, u_coal_p, u_iron_p, u_diamond_p,
+           u_tree_p, u_pick_p, light0, mp, mm, ppos, pdir, health, food, drink, energy, sleeping, recover, hunger,
+           thirst, fatigue, inv, zpos, zhp, zmask, zcd, cpos, chp, cmask, ccd, spos, shp, smask, scd, apos, ahp,
+           amask, acd, adir, plpos, plage, plmask, light, ach, ts, DRAWS: tl.constexpr, ROWS: tl.constexpr,
+           KEEP: tl.constexpr):
+    """The list's ``w``-th world (the four stages; ``sc``: the program's scratch row). A function
+    of its own, called once a world: inlined into the kernel's loop over the list, the compiler
+    hoists what each stage computes once out of the loop and keeps it live across all of them
+    (it spilled ~400 bytes a thread at 128 registers; called, none)."""
+    row = tl.load(list_p + w).to(tl.int64)  # its env: the state row written
+    w64 = tl.zeros([], dtype=tl.int64) + w
     # -- the state besides the map, as world_from_draws leaves it
     _fill(ppos, row, 2, 2, SPAWN)
     _fill(pdir, row, 1, 1, UP)
@@ -214,25 +248,29 @@ def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_t
     _fill(ach, row, 22, 32, 0)
     _fill(ts, row, 1, 1, 0)
 
-    if DRAWS == 0:
-        seed = tl.load(seed_p) ^ SALT  # not the step kernel's stream when both take the env's key
-        counter = w * WORLD_COUNTERS
-
     # -- stage 1: the gradients' cosines and sines
     j = tl.arange(0, 1024)
     if DRAWS == 1:
         m = j < OFF_MOUNTAIN
-        angle = tl.load(a_water + w * 25 + j, mask=m, other=0.0)
+        angle = tl.load(a_water + w64 * 25 + j, mask=m, other=0.0)
         m = (j >= OFF_MOUNTAIN) & (j < OFF_PATH)
-        angle = tl.where(m, tl.load(a_mountain + w * 25 + (j - OFF_MOUNTAIN), mask=m, other=0.0), angle)
+        angle = tl.where(m, tl.load(a_mountain + w64 * 25 + (j - OFF_MOUNTAIN), mask=m, other=0.0), angle)
         m = (j >= OFF_PATH) & (j < OFF_TREE)
-        angle = tl.where(m, tl.load(a_path + w * 297 + (j - OFF_PATH), mask=m, other=0.0), angle)
+        angle = tl.where(m, tl.load(a_path + w64 * 297 + (j - OFF_PATH), mask=m, other=0.0), angle)
         m = (j >= OFF_TREE) & (j < NUM_ANGLES)
-        angle = tl.where(m, tl.load(a_tree + w * 289 + (j - OFF_TREE), mask=m, other=0.0), angle)
-        u_pick = tl.load(u_pick_p + w)
+        angle = tl.where(m, tl.load(a_tree + w64 * 289 + (j - OFF_TREE), mask=m, other=0.0), angle)
+        u_pick = tl.load(u_pick_p + w64)
     else:
-        angle = tl.rand(seed, counter + 4096 + j)
-        u_pick = tl.sum(tl.where(j == PICK_COUNTER - 4096, angle, 0.0), axis=0)
+        # this episode of this env: its counter words (draw, env, episode low, episode high)
+        episode = tl.load(episode_p + row) + 1
+        tl.store(episode_p + row, episode)
+        env_word = row.to(tl.int32)
+        lo_word = (episode & 0xFFFFFFFF).to(tl.int32)
+        hi_word = (episode >> 32).to(tl.int32)
+        z = j * 0
+        r0, _r1, _r2, _r3 = philox(key, 4096 + j, z + env_word, z + lo_word, z + hi_word)
+        angle = _uniform(r0)
+        u_pick = tl.sum(tl.where(j == PICK, angle, 0.0), axis=0)
     theta = angle * TWO_PI
     live = j < NUM_ANGLES
     tl.store(sc + j, tl.cos(theta), mask=live)
@@ -251,51 +289,68 @@ def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_t
     hi_tree = -1.0e30
     for r0 in tl.range(0, 64, ROWS, loop_unroll_factor=1):
         x = r0 + tl.arange(0, ROWS)[:, None]
-        lo_water, hi_water = _range(_perlin(sc, x, y, 4, 4, OFF_WATER), lo_water, hi_water)
-        lo_mountain, hi_mountain = _range(_perlin(sc, x, y, 4, 4, OFF_MOUNTAIN), lo_mountain, hi_mountain)
-        lo_path, hi_path = _range(_perlin(sc, x, y, 8, 32, OFF_PATH), lo_path, hi_path)
-        lo_tree, hi_tree = _range(_perlin(sc, x, y, 16, 16, OFF_TREE), lo_tree, hi_tree)
+        water = _perlin(sc, x, y, 4, 4, OFF_WATER)
+        mountain = _perlin(sc, x, y, 4, 4, OFF_MOUNTAIN)
+        path = _perlin(sc, x, y, 8, 32, OFF_PATH)
+        tree = _perlin(sc, x, y, 16, 16, OFF_TREE)
+        if KEEP:
+            cell = x * 64 + y
+            tl.store(sc + NOISE + cell, water)
+            tl.store(sc + NOISE + 4096 + cell, mountain)
+            tl.store(sc + NOISE + 8192 + cell, path)
+            tl.store(sc + NOISE + 12288 + cell, tree)
+        lo_water, hi_water = _range(water, lo_water, hi_water)
+        lo_mountain, hi_mountain = _range(mountain, lo_mountain, hi_mountain)
+        lo_path, hi_path = _range(path, lo_path, hi_path)
+        lo_tree, hi_tree = _range(tree, lo_tree, hi_tree)
+    if KEEP:
+        tl.debug_barrier()  # the noise, stored by all the program's threads, read by all of them
 
-    # -- stage 3: the blocks, ROWS map rows at a time (the noise again, normalised)
-    count = tl.zeros([], dtype=tl.int32)  # stone cells
+    # -- stage 3: the blocks, ROWS map rows at a time (the noise normalised)
+    count_stone = tl.zeros([], dtype=tl.int32)
     for r0 in tl.range(0, 64, ROWS, loop_unroll_factor=1):
         x = r0 + tl.arange(0, ROWS)[:, None]
         cell = x * 64 + y
         dist = tl.abs(x - SPAWN) + tl.abs(y - SPAWN)
         near = tl.minimum(tl.maximum(dist.to(tl.float32) * F_FIFTH, 0.0), 1.0)
         # the path noise and its transpose (the noise at the swapped cell) matter only above 0.8
-        carved = _norm(_perlin(sc, x, y, 8, 32, OFF_PATH), lo_path, hi_path) > F_08
-        carved = carved | (_norm(_perlin(sc, y, x, 8, 32, OFF_PATH), lo_path, hi_path) > F_08)
-        water = _norm(_perlin(sc, x, y, 4, 4, OFF_WATER), lo_water, hi_water) + near - 1.0
+        carved = _field(sc, x, y, 8, 32, OFF_PATH, 2, lo_path, hi_path, KEEP) > F_08
+        carved = carved | (_field(sc, y, x, 8, 32, OFF_PATH, 2, lo_path, hi_path, KEEP) > F_08)
+        water = _field(sc, x, y, 4, 4, OFF_WATER, 0, lo_water, hi_water, KEEP) + near - 1.0
         block = tl.where(water > F_07, WATER, GRASS)
         block = tl.where((water < F_075) & (water > F_06) & (block != WATER), SAND, block)
-        mountain = _norm(_perlin(sc, x, y, 4, 4, OFF_MOUNTAIN), lo_mountain, hi_mountain) + F_005 + near - 1.0
+        mountain = _field(sc, x, y, 4, 4, OFF_MOUNTAIN, 1, lo_mountain, hi_mountain, KEEP) + F_005 + near - 1.0
         high = mountain > F_07
         block = tl.where(high, STONE, block)
         block = tl.where(high & carved, PATH, block)  # the reference's two paths, one after the other
         block = tl.where((mountain > F_085) & (water > F_04), PATH, block)  # caves
         if DRAWS == 1:
-            u_coal = tl.load(u_coal_p + w * 4096 + cell)
-            u_iron = tl.load(u_iron_p + w * 4096 + cell)
-            u_diamond = tl.load(u_diamond_p + w * 4096 + cell)
-            u_tree = tl.load(u_tree_p + w * 4096 + cell)
+            u_coal = tl.load(u_coal_p + w64 * 4096 + cell)
+            u_iron = tl.load(u_iron_p + w64 * 4096 + cell)
+            u_diamond = tl.load(u_diamond_p + w64 * 4096 + cell)
+            u_tree = tl.load(u_tree_p + w64 * 4096 + cell)
         else:
-            u_coal, u_iron, u_diamond, u_tree = tl.rand4x(seed, counter + cell)
+            zc = cell * 0
+            r_coal, r_iron, r_diamond, r_tree = philox(key, cell, zc + env_word, zc + lo_word, zc + hi_word)
+            u_coal = _uniform(r_coal)
+            u_iron = _uniform(r_iron)
+            u_diamond = _uniform(r_diamond)
+            u_tree = _uniform(r_tree)
         block = tl.where((block == STONE) & (u_coal < P_COAL), COAL, block)
         block = tl.where((block == STONE) & (u_iron < P_IRON), IRON, block)
         block = tl.where((mountain > F_08) & (u_diamond < P_DIAMOND) & (block == STONE), DIAMOND, block)
-        tree_noise = _norm(_perlin(sc, x, y, 16, 16, OFF_TREE), lo_tree, hi_tree)
+        tree_noise = _field(sc, x, y, 16, 16, OFF_TREE, 3, lo_tree, hi_tree, KEEP)
         # the reference's ((tree_noise > 0.5) * u_tree > 0.8): 0 or u_tree against 0.8
         block = tl.where((tree_noise > F_05) & (u_tree > F_08) & (block == GRASS), TREE, block)
         block = tl.where((mountain > F_085) & (tree_noise > F_07), LAVA, block)
         block = tl.where((x == SPAWN) & (y == SPAWN), GRASS, block)
-        count += tl.sum(tl.sum((block == STONE).to(tl.int32), axis=1), axis=0)
+        count_stone += tl.sum(tl.sum((block == STONE).to(tl.int32), axis=1), axis=0)
         tl.store(mp + row * 4096 + cell, block.to(tl.uint8))
         tl.store(mm + row * 4096 + cell, tl.zeros([ROWS, 64], dtype=tl.uint8))
     tl.debug_barrier()  # the map row, written by all the program's threads, read by all of them
 
     # -- stage 4: one more diamond on the pick-th stone cell, row-major (none without stone)
-    pick = tl.minimum((u_pick * count.to(tl.float32)).to(tl.int32), tl.maximum(count - 1, 0))
+    pick = tl.minimum((u_pick * count_stone.to(tl.float32)).to(tl.int32), tl.maximum(count_stone - 1, 0))
     seen = tl.zeros([], dtype=tl.int32)  # stone cells in the rows before
     for r0 in tl.range(0, 64, ROWS, loop_unroll_factor=1):
         x = r0 + tl.arange(0, ROWS)[:, None]
@@ -307,25 +362,28 @@ def _worldgen_kernel(rows_p, seed_p, scratch_p, a_water, a_mountain, a_path, a_t
         tl.store(mp + row * 4096 + cell, tl.zeros([ROWS, 64], dtype=tl.uint8) + DIAMOND,
                  mask=(stone != 0) & (rank == pick + 1))
         seen += tl.sum(per_row, axis=0)
+    # (the next world's stage 1 rewrites the scratch row: every thread is past stage 3, the barrier above)
 
 
-# -- launcher --------------------------------------------------------------------------------------
-def generate_into(states: dict[str, Tensor], rows: Tensor, light0: float, draws: dict[str, Tensor] | None = None,
-                  seed: Tensor | None = None, *, chunk_rows: int | None = None) -> None:
-    """Write ``k = rows.numel()`` fresh worlds into ``states[key][rows[i]]`` for every key of
-    ``STATE_FIELDS`` (``states``: [P, ...] contiguous tensors, e.g. a ``StatePool``'s; ``rows``:
-    distinct pool indices, an int64 device tensor), with ``light_level = light0``. Variates from
-    ``draws`` (what :func:`worldgen.sample_world_draws` returns for ``k`` worlds, on the device),
-    else from the kernel's Philox stream keyed by ``seed`` (an int64 device tensor [1], read in the
-    kernel; advance it between calls). One launch, no host sync: recordable in a CUDA graph.
-    ``chunk_rows``: map rows per pass (16, 32 or 64; default :data:`ROWS`, 64 under the
-    interpreter, where fewer, larger tensor ops are faster)."""
-    k = rows.numel()
-    if k == 0:
-        return
-    chunk = chunk_rows or (64 if os.environ.get("TRITON_INTERPRET", "") == "1" else ROWS)
-    if chunk not in (16, 32, 64):
-        raise ValueError(f"craftax triton worldgen: chunk_rows must be 16, 32 or 64, got {chunk}")
+@triton.jit
+def _worldgen_kernel(list_p, count_p, key_p, episode_p, scratch_p, a_water, a_mountain, a_path, a_tree, u_coal_p,
+                     u_iron_p, u_diamond_p, u_tree_p, u_pick_p, light0,
+                     mp, mm, ppos, pdir, health, food, drink, energy, sleeping, recover, hunger, thirst, fatigue,
+                     inv, zpos, zhp, zmask, zcd, cpos, chp, cmask, ccd, spos, shp, smask, scd, apos, ahp, amask,
+                     acd, adir, plpos, plage, plmask, light, ach, ts, STRIDE: tl.constexpr, DRAWS: tl.constexpr,
+                     ROWS: tl.constexpr, KEEP: tl.constexpr):
+    """Each program walks the list from its index in steps of the grid, up to the count."""
+    sc = scratch_p + tl.program_id(0).to(tl.int64) * STRIDE  # the program's scratch row
+    key = tl.load(key_p).to(tl.int64) ^ SALT  # (unused with draws)
+    for w in range(tl.program_id(0), tl.load(count_p), tl.num_programs(0)):
+        _world(w, sc, key, list_p, episode_p, a_water, a_mountain, a_path, a_tree, u_coal_p, u_iron_p, u_diamond_p,
+               u_tree_p, u_pick_p, light0, mp, mm, ppos, pdir, health, food, drink, energy, sleeping, recover, hunger,
+               thirst, fatigue, inv, zpos, zhp, zmask, zcd, cpos, chp, cmask, ccd, spos, shp, smask, scd, apos, ahp,
+               amask, acd, adir, plpos, plage, plmask, light, ach, ts, DRAWS, ROWS, KEEP)
+
+
+# -- launchers -------------------------------------------------------------------------------------
+def _state_args(states: dict[str, Tensor]) -> list[Tensor]:
     args = []
     for key in _KEYS:
         v = states[key]
@@ -333,18 +391,76 @@ def generate_into(states: dict[str, Tensor], rows: Tensor, light0: float, draws:
             raise ValueError(f"craftax triton worldgen: state tensor {key!r} must be contiguous "
                              f"{STATE_FIELDS[key][1]} (got {v.dtype})")
         args.append(v.view(torch.uint8) if v.dtype == torch.bool else v)
-    rows = rows.reshape(-1).to(torch.int64)
-    scratch = torch.empty((k, SCRATCH), dtype=torch.float32, device=rows.device)
-    if draws is not None:
-        d = [draws[key].to(torch.float32).contiguous() for key in _DRAW_KEYS]
-        if any(v.shape[0] != k for v in d):
-            raise ValueError(f"craftax triton worldgen: draws for {k} worlds needed, got "
-                             f"{ {key: tuple(v.shape) for key, v in zip(_DRAW_KEYS, d, strict=True)} }")
-        seed_t, mode = d[-1], 1
-    elif seed is not None:
-        d, seed_t, mode = [scratch] * len(_DRAW_KEYS), seed, 0
-    else:
-        raise ValueError("craftax triton worldgen: give draws or a seed")
-    cap = {"maxnreg": MAXNREG} if chunk == 16 else {}
-    _worldgen_kernel[(k,)](rows, seed_t, scratch, *d, float(light0), *args, DRAWS=mode, ROWS=chunk, num_warps=NUM_WARPS,
-                           enable_fp_fusion=False, **cap)
+    return args
+
+
+class WorldGen:
+    """World generation for the envs a list names, on a fixed grid of programs: the launch
+    (and its scratch, allocated here) is the same for any list of at most ``max_worlds``."""
+
+    __scratch__ = ("scratch",)  # what the last world of each program left there (verify-graph skips it)
+
+    def __init__(self, max_worlds: int, device: torch.device) -> None:
+        self.max_worlds, self.device = max_worlds, torch.device(device)
+        interpret = os.environ.get("TRITON_INTERPRET", "") == "1"
+        self.launch = {"per_sm": PER_SM, "rows": 64 if interpret else ROWS, "warps": NUM_WARPS, "keep": KEEP}
+        """Launch settings (``benchmarks/craftax_kernels.py`` times alternatives); the worlds do not
+        depend on them. ``per_sm``: programs per multiprocessor (0: one program); ``rows``: map rows
+        a program computes at once (16, 32 or 64; under the interpreter 64 by default: fewer, larger
+        tensor ops are faster there); ``keep``: stage 3 reads the noise back instead of computing it
+        again."""
+        self.configure()
+
+    def configure(self, **launch: int) -> None:
+        """Change launch settings (keys of :attr:`launch`)."""
+        unknown = set(launch) - set(self.launch)
+        if unknown:
+            raise ValueError(f"craftax triton worldgen: unknown launch settings {sorted(unknown)}")
+        self.launch.update(launch)
+        if self.launch["rows"] not in (16, 32, 64):
+            raise ValueError(f"craftax triton worldgen: rows must be 16, 32 or 64, got {self.launch['rows']}")
+        per_sm = self.launch["per_sm"]
+        sms = torch.cuda.get_device_properties(self.device).multi_processor_count if self.device.type == "cuda" else 1
+        self.programs = max(1, min(self.max_worlds, sms * per_sm if per_sm else 1))
+        self.stride = GRADIENTS + (4 * 4096 if self.launch["keep"] else 0)
+        self.scratch = torch.empty((self.programs, self.stride), dtype=torch.float32, device=self.device)
+
+    def __call__(self, states: dict[str, Tensor], envs: Tensor, count: Tensor, light0: float, *,
+                 key: Tensor | None = None, episode: Tensor | None = None,
+                 draws: dict[str, Tensor] | None = None) -> None:
+        """Write fresh worlds into the rows ``envs[:count]`` of ``states[key]`` ([N, ...] contiguous
+        tensors, every key of ``STATE_FIELDS``), with ``light_level = light0``. ``envs``: int32 or
+        int64 device tensor of distinct rows; ``count``: its length, an int32/int64 device tensor
+        [1] read in the kernel (at most ``max_worlds``). Variates: with ``key`` (int64 [1]) and
+        ``episode`` (int64 [N], one added for each listed env first) the episode's own Philox
+        stream (:func:`worldgen.episode_draws`); else ``draws`` (``worldgen.sample_world_draws``'
+        layout, world ``i`` of the list reading row ``i``). No host sync: recordable."""
+        args = _state_args(states)
+        if draws is not None:
+            k = envs.numel()
+            d = [draws[name].to(torch.float32).contiguous() for name in _DRAW_KEYS]
+            if any(v.shape[0] != k for v in d):
+                raise ValueError(f"craftax triton worldgen: draws for {k} worlds needed, got "
+                                 f"{ {name: tuple(v.shape) for name, v in zip(_DRAW_KEYS, d, strict=True)} }")
+            key_t, episode_t, mode = count, count, 1
+        elif key is not None and episode is not None:
+            d, key_t, episode_t, mode = [self.scratch] * len(_DRAW_KEYS), key, episode, 0
+        else:
+            raise ValueError("craftax triton worldgen: give draws, or a key and the episode counters")
+        c = self.launch
+        cap = {"maxnreg": MAXNREG} if c["rows"] == 16 and self.device.type == "cuda" else {}
+        _worldgen_kernel[(self.programs,)](envs, count, key_t, episode_t, self.scratch, *d, float(light0), *args,
+                                           STRIDE=self.stride, DRAWS=mode, ROWS=c["rows"], KEEP=c["keep"],
+                                           num_warps=c["warps"], enable_fp_fusion=False, **cap)
+
+
+def generate_into(states: dict[str, Tensor], envs: Tensor, light0: float, draws: dict[str, Tensor] | None = None,
+                  key: Tensor | None = None, episode: Tensor | None = None, **launch: int) -> None:
+    """:class:`WorldGen` for one list, ``envs`` (all of it: its count made here), e.g. for tests;
+    ``launch``: :attr:`WorldGen.launch` settings."""
+    if envs.numel() == 0:
+        return
+    gen = WorldGen(envs.numel(), envs.device)
+    gen.configure(**launch)
+    count = torch.full((1,), envs.numel(), dtype=torch.int32, device=envs.device)
+    gen(states, envs.reshape(-1), count, light0, key=key, episode=episode, draws=draws)

@@ -8,13 +8,23 @@ then coal, iron and diamonds in the stone (uniform draws per cell: 4%, 3%, 0.5% 
 mountain is high), trees (noise 16x16, then a draw per cell) and lava (high mountain where
 the tree noise is high); the spawn cell is grass and one random stone cell is a diamond.
 
-The generation is split in two: :func:`sample_world_draws` draws the random inputs (the
-gradient angles of each noise, the per-cell uniforms, the diamond's pick) and
-:func:`world_from_draws` turns them into initial states, deterministically, so the parity
-tests can feed it the draws the JAX reference made. Float32 throughout, in the reference's
-order of operations; XLA fuses some multiply-adds of the noise, so a cell whose noise sits
-within a rounding error of a threshold can come out differently (a handful of cells in a
-thousand worlds).
+The generation is split in two: the random inputs (the gradient angles of each noise, the
+per-cell uniforms, the diamond's pick) and :func:`world_from_draws`, which turns them into
+initial states deterministically, so the parity tests can feed it the draws the JAX reference
+made. Float32 throughout, in the reference's order of operations; XLA fuses some multiply-adds
+of the noise, so a cell whose noise sits within a rounding error of a threshold can come out
+differently (a handful of cells in a thousand worlds).
+
+Every episode gets a world of its own (:func:`generate`): its inputs come from Philox4x32-10
+keyed by the run's key (``key ^ SALT``), on counters ``(draw, env, episode low, episode high)``,
+where ``draw`` numbers the world's variates (``c < 4096``: cell ``c``'s four uniforms, coal,
+iron, diamond, tree; ``4096 + j``: the ``j``-th gradient angle, water 5x5, mountain 5x5, path
+9x33, tree 17x17 row-major; ``4096 + 636``: the diamond's pick). Philox is a bijection of its
+counter for a given key, so no two (env, episode) pairs share an input stream, whatever the
+batch size or the order in which worlds end. :mod:`.triton_worldgen` draws the same variates in
+its kernel (``triton.language.random.philox``, the same float conversion), so the torch and
+Triton envs start every episode in the same world. :func:`sample_world_draws` draws from a
+torch generator instead (for tests and statistics).
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from noeira.envs.craftax.constants import (
 )
 from noeira.envs.craftax.state import empty_state
 
-__all__ = ["NOISE_RES", "generate", "sample_world_draws", "world_from_draws"]
+__all__ = ["NOISE_RES", "SALT", "episode_draws", "generate", "philox", "sample_world_draws", "world_from_draws"]
 
 W = MAP_SIZE
 NOISE_RES = {"water": (4, 4), "mountain": (4, 4), "path": (8, 32), "tree": (16, 16)}
@@ -145,8 +155,69 @@ def world_from_draws(draws: dict[str, Tensor]) -> dict[str, Tensor]:
     return s
 
 
-def generate(k: int, generator: torch.Generator, device: torch.device, light0: float) -> dict[str, Tensor]:
-    """``k`` fresh initial states (``light0``: the light level at timestep 0)."""
-    s = world_from_draws(sample_world_draws(k, generator, device))
+SALT = 0x2545F4914F6CDD1D
+"""XORed into the run's key before it keys the worlds' Philox (the Triton step draws its own
+variates from another key; the salt keeps the two apart even if those keys met)."""
+ANGLES = sum((r0 + 1) * (r1 + 1) for r0, r1 in NOISE_RES.values())  # 636
+PICK = W * W + ANGLES  # the draw of the diamond's pick
+_M32 = 0xFFFFFFFF
+
+
+def _mulhilo(a: int, c: Tensor) -> tuple[Tensor, Tensor]:
+    """The high and low 32 bits of ``a * c`` (a 32-bit constant, ``c`` int64 holding uint32s),
+    in 16-bit halves so no int64 product overflows."""
+    t, u = a * (c >> 16), a * (c & 0xFFFF)
+    return (t + (u >> 16)) >> 16, (((t & 0xFFFF) << 16) + u) & _M32
+
+
+def philox(key: Tensor, c0: Tensor, c1: Tensor, c2: Tensor, c3: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Philox4x32-10 (Salmon et al. 2011) as ``triton.language.random.philox`` computes it: the
+    64-bit ``key`` (int64, low word first) and the four 32-bit counter words (int64 tensors
+    holding uint32 values, broadcast together); returns the four output words likewise."""
+    k0, k1 = key & _M32, (key >> 32) & _M32
+    for _ in range(10):
+        hi0, lo0 = _mulhilo(0xD2511F53, c0)
+        hi2, lo2 = _mulhilo(0xCD9E8D57, c2)
+        c0, c1, c2, c3 = hi2 ^ c1 ^ k0, lo2, hi0 ^ c3 ^ k1, lo0
+        k0, k1 = (k0 + 0x9E3779B9) & _M32, (k1 + 0xBB67AE85) & _M32
+    return c0, c1, c2, c3
+
+
+def uniform(x: Tensor) -> Tensor:
+    """Philox output words -> float32 in [0, 1), as Triton's ``uint_to_uniform_float``: the word
+    as an int32, negatives folded onto ``~x``, times 4.6566127342e-10 in float32."""
+    x = torch.where(x > 0x7FFFFFFF, x - (1 << 32), x)
+    x = torch.where(x < 0, -x - 1, x)
+    return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32, device=x.device)
+
+
+def episode_draws(key: Tensor, envs: Tensor, episodes: Tensor) -> dict[str, Tensor]:
+    """The random inputs (``sample_world_draws``' layout) of the worlds of episode ``episodes[i]``
+    of env ``envs[i]`` (int64 [k]) under the run's ``key`` (int64 [1])."""
+    dev = envs.device
+    key = (key.reshape(1, 1) ^ SALT).to(dev)
+    c1 = envs.to(torch.int64).view(-1, 1)
+    ep = episodes.to(torch.int64).view(-1, 1)
+    c2, c3 = ep & _M32, (ep >> 32) & _M32
+    cells = torch.arange(W * W, device=dev, dtype=torch.int64).view(1, -1)
+    u = [uniform(v) for v in philox(key, cells, c1, c2, c3)]
+    out = {f"u_{f}": v.view(-1, W, W) for f, v in zip(("coal", "iron", "diamond", "tree"), u, strict=True)}
+    rest = torch.arange(W * W, PICK + 1, device=dev, dtype=torch.int64).view(1, -1)  # the angles, then the pick
+    first = uniform(philox(key, rest, c1, c2, c3)[0])
+    start = 0
+    for f, (r0, r1) in NOISE_RES.items():
+        size = (r0 + 1) * (r1 + 1)
+        out[f"angles_{f}"] = first[:, start:start + size].reshape(-1, r0 + 1, r1 + 1)
+        start += size
+    out["u_pick"] = first[:, ANGLES]
+    return out
+
+
+def generate(key: Tensor, envs: Tensor, episodes: Tensor, light0: float, chunk: int = 64) -> dict[str, Tensor]:
+    """The initial states of episode ``episodes[i]`` of env ``envs[i]`` (:func:`episode_draws`),
+    ``chunk`` worlds at a time (``light0``: the light level at timestep 0)."""
+    parts = [world_from_draws(episode_draws(key, envs[i:i + chunk], episodes[i:i + chunk]))
+             for i in range(0, envs.shape[0], chunk)]
+    s = {k: torch.cat([p[k] for p in parts]) for k in parts[0]} if len(parts) != 1 else parts[0]
     s["light_level"].fill_(light0)
     return s

@@ -9,8 +9,12 @@ frame_skip``), and quantities read after it (body positions, contact forces) are
 ``mj_step`` leaves, computed before the last substep. Reset: ``mj_resetData``, then
 ``qpos0`` and zero velocities plus noise, then ``mj_forward``.
 
-Shared here: the control cost ``|a|^2`` (``sumsq``) and gymnasium's usual reset noise
-(``MujocoEnv.qvel_noise``).
+Shared here: the control cost ``|a|^2`` (``sumsq``), gymnasium's usual reset noise
+(``MujocoEnv.qvel_noise``) and the episode statistics of the reward's terms: an env names
+the terms gymnasium's ``info`` reports (``reward_terms``: ``reward_forward``, ``reward_ctrl``,
+``reward_survive``, ``reward_contact``...), hands their values to :meth:`MujocoEnv._add_terms`
+in each step, and the driver logs each term's per-episode sum as ``episode_<term>`` beside
+``episode_return`` (plus ``end_values``, read where an episode ends: the x position reached).
 """
 
 from __future__ import annotations
@@ -95,6 +99,15 @@ class MujocoEnv(TensorEnv):
     """The env reads ``cfrc_ext``: run ``mj_rnePostConstraint`` after each step."""
     qvel_noise: Literal["uniform", "normal"] = "uniform"
     """Reset velocity noise of the default ``_reset_state``: ``U(-s, s)`` or ``s * N(0, 1)``."""
+    resume_caveat = ("its checkpoint holds qpos and qvel, not the rest of MuJoCo's MjData (the solver's warm start "
+                     "qacc_warmstart, which the physics engines do not expose), so the physics after a resume differs "
+                     "slightly from the run left alone")
+    reward_terms: tuple[str, ...] = ()
+    """The reward's terms, named as gymnasium's ``info`` names them (costs negative, so they sum to
+    the reward): each step's values go to :meth:`_add_terms`, each episode's sums to the driver's
+    metrics (``episode_<term>``)."""
+    end_values: tuple[str, ...] = ()
+    """Values read where an episode ends (``x_position``: how far it got), from :meth:`_end_values`."""
 
     def __init__(self, config: Any, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         if config.dtype not in _DTYPES:
@@ -130,6 +143,8 @@ class MujocoEnv(TensorEnv):
             capture_safe=bool(getattr(p, "capture_safe", False)),
             dtype=dtype,
         )
+        self.episode_terms = torch.zeros((num_envs, len(self.reward_terms)), dtype=p.dtype, device=p.device)
+        """Each env's running sums of ``reward_terms`` over its episode ``[N, k]`` (zeroed at its reset)."""
 
     # -- what subclasses write -------------------------------------------------------------
     @property
@@ -152,7 +167,25 @@ class MujocoEnv(TensorEnv):
         noise = self._normal(s, m.nv) if self.qvel_noise == "normal" else self._uniform(-s, s, m.nv)
         return qpos, self.init_qvel + noise
 
+    def _end_values(self) -> dict[str, Tensor]:
+        """``{name: [N]}`` for each of ``end_values``, from the state after the step."""
+        return {}
+
     # -- helpers -----------------------------------------------------------------------
+    def _add_terms(self, *terms: Tensor) -> None:
+        """Add this step's reward terms (``[N]`` each, in ``reward_terms``' order) to the episode sums."""
+        self.episode_terms.add_(torch.stack(terms, dim=1))
+
+    @property
+    def episode_stat_keys(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The driver's per-episode statistics: the reward's terms, then the end values."""
+        return self.reward_terms + self.end_values
+
+    def _episode_values(self) -> dict[str, Tensor]:
+        values = {k: self.episode_terms[:, i] for i, k in enumerate(self.reward_terms)}
+        values.update(self._end_values())
+        return {k: v.to(self.device) for k, v in values.items()}
+
     def _uniform(self, low: float, high: float, n: int) -> Tensor:
         """``[N, n]`` uniform in ``[low, high)`` from the env's generator."""
         u = torch.rand((self.num_envs, n), generator=self.generator, device=self.device, dtype=torch.float64)
@@ -207,6 +240,7 @@ class MujocoEnv(TensorEnv):
     def _reset_envs(self, mask: Tensor) -> None:
         p = self.physics
         m = mask.to(p.device)
+        self.episode_terms.masked_fill_(m[:, None], 0)  # the episode's sums were read before its reset
         if not self.capture_safe and not bool(m.any()):
             return  # the step syncs with the host anyway: skip the no-op reset of most steps
         qpos, qvel = self._reset_state()

@@ -1,6 +1,8 @@
 """gymnasium's MuJoCo classic envs (v5), batched: InvertedPendulum, InvertedDoublePendulum,
 Reacher. Each follows its ``gymnasium/envs/mujoco/*_v5.py`` term by term; on the
-``mujoco`` engine in float64 the numbers match gymnasium's step by step.
+``mujoco`` engine in float64 the numbers match gymnasium's step by step. The reward's terms
+(Reacher's and InvertedDoublePendulum's, named as in gymnasium's ``info``) are summed per
+episode into the driver's metrics.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class InvertedDoublePendulum(MujocoEnv):
     name = "inverted-double-pendulum"
     render_camera = MappingProxyType({"distance": 3.5, "lookat": (0.0, 0.0, 0.6), "elevation": -10.0})
     fields = ("site_xpos", "qfrc_constraint")
+    reward_terms = ("reward_survive", "distance_penalty", "velocity_penalty")
     qvel_noise = "normal"
 
     @attrs.frozen
@@ -86,6 +89,7 @@ class InvertedDoublePendulum(MujocoEnv):
         dist_penalty = 0.01 * x**2 + (y - 2) ** 2
         vel_penalty = 1e-3 * v1**2 + 5e-3 * v2**2
         alive_bonus = self.config.healthy_reward * (~terminated).to(x.dtype)
+        self._add_terms(alive_bonus, -dist_penalty, -vel_penalty)
         return alive_bonus - dist_penalty - vel_penalty, terminated
 
 
@@ -99,6 +103,7 @@ class Reacher(MujocoEnv):
     name = "reacher"
     render_camera = MappingProxyType({"distance": 0.9, "elevation": -70.0})
     fields = ("xpos",)
+    reward_terms = ("reward_dist", "reward_ctrl")
 
     @attrs.frozen
     class Config(MujocoConfig):
@@ -137,6 +142,7 @@ class Reacher(MujocoEnv):
         reward_dist = -torch.linalg.vector_norm(self._vec(), dim=1) * c.reward_dist_weight
         reward_ctrl = -sumsq(a) * c.reward_control_weight
         reward = reward_dist + reward_ctrl
+        self._add_terms(reward_dist, reward_ctrl)
         return reward, torch.zeros_like(reward, dtype=torch.bool)
 
     def _reset_state(self) -> tuple[Tensor, Tensor]:

@@ -41,6 +41,8 @@ class _Locomotion(MujocoEnv):
 
     excluded_root_coords: int = 1
     """Root position coordinates ``exclude_current_positions_from_observation`` leaves out."""
+    reward_terms = ("reward_forward", "reward_ctrl")
+    end_values = ("x_position",)
     qvel_clip: float | None = None
     """The observation's ``qvel`` is clipped to ``[-qvel_clip, qvel_clip]``."""
     render_track_body = 1  # the camera follows the root body
@@ -74,19 +76,28 @@ class _Locomotion(MujocoEnv):
         """``[N]`` the contact cost; ``None``: none."""
         return None
 
+    def _end_values(self) -> dict[str, Tensor]:
+        return {"x_position": self.physics.qpos[:, 0]}
+
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
         c = self.config
         x_before = self._x().clone()
         a = self._simulate(action)
         x_velocity = (self._x() - x_before) / self.dt
         healthy = self._healthy()
-        reward = c.forward_reward_weight * x_velocity
-        if healthy is not None:
-            reward = reward + c.healthy_reward * healthy.to(self.physics.dtype)
-        reward = reward - c.ctrl_cost_weight * sumsq(a)
+        forward = c.forward_reward_weight * x_velocity
+        ctrl_cost = c.ctrl_cost_weight * sumsq(a)
         contact_cost = self._contact_cost()
+        reward, terms = forward, [forward, -ctrl_cost]  # in reward_terms' order
+        if healthy is not None:
+            survive = c.healthy_reward * healthy.to(self.physics.dtype)
+            reward = reward + survive
+            terms.append(survive)
+        reward = reward - ctrl_cost
         if contact_cost is not None:
             reward = reward - contact_cost
+            terms.append(-contact_cost)
+        self._add_terms(*terms)
         if healthy is None:
             return reward, torch.zeros_like(reward, dtype=torch.bool)
         return reward, ~healthy & c.terminate_when_unhealthy
@@ -120,6 +131,7 @@ class _Planar(_Locomotion):
     same keys and defaults but for the model and the health ranges."""
 
     qvel_clip = 10.0
+    reward_terms = ("reward_forward", "reward_ctrl", "reward_survive")
 
     @attrs.frozen
     class Config(MujocoConfig):
@@ -194,6 +206,7 @@ class Ant(_Locomotion):
     not finite or the torso height leaves ``healthy_z_range`` (inclusive bounds)."""
 
     name = "ant"
+    reward_terms = ("reward_forward", "reward_ctrl", "reward_survive", "reward_contact")
     fields = ("xpos", "cfrc_ext")
     rne_post_constraint = True
     excluded_root_coords = 2
@@ -264,6 +277,7 @@ class Humanoid(_Locomotion):
     ``healthy_z_range``."""
 
     name = "humanoid"
+    reward_terms = ("reward_forward", "reward_ctrl", "reward_survive", "reward_contact")
     fields = ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext")
     rne_post_constraint = True
     excluded_root_coords = 2

@@ -1,0 +1,1 @@
+"""Example noeira env ``reach``: push a point mass to a target."""

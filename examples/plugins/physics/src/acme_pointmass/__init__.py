@@ -1,0 +1,1 @@
+"""Example noeira physics engine ``pointmass``: point masses on slide joints, in torch."""
