@@ -14,12 +14,19 @@ Reinforcement Learning", ICML 2024), for ``N`` worlds at once in torch, exact to
   of batched tensors (:mod:`.state`; ``state_rng`` left out).
 - Randomness (world generation, mob moves, spawns, loot, saplings, spells, enchantments) comes
   from the env's device generator with the reference's distributions; the rest is exact.
-- Fresh worlds: every episode starts in a world generated for it. ``resets = "on_demand"`` (the
-  default on a CPU) generates the worlds of the envs that ended, when they end (a host sync to
-  count them: fine off CUDA graphs). ``resets = "queue"`` (the default on CUDA: capture-safe)
-  keeps a queue of fresh worlds, generates ``queue_refill`` of them a step and hands each to one
-  episode; an env that ends while the queue is empty takes an already used world, which the
-  episode statistic ``world_reused`` counts (size the queue so it stays 0).
+- Fresh worlds: every episode starts in a world generated for it, from numbers of its own
+  under the run's ``world_key`` (drawn from the generator at ``reset(seed)``): Philox on the
+  counters (draw, stream, serial) (:func:`.worldgen.keyed_draws`), so a world is the same
+  whatever the batch, device or order it is generated in. ``resets = "on_demand"`` (the default
+  on a CPU) generates the worlds of the envs that ended, when they end: episode ``k`` of env
+  ``e`` is world (``e``, ``k``) (a host sync to list them, so not capture-safe).
+  ``resets = "queue"`` (the default on CUDA: capture-safe) keeps a queue of fresh worlds (the
+  queue's ``j``-th is world (``QUEUE_STREAM``, ``j``)), generates ``queue_refill`` of them a step
+  and hands each to one episode; an env that ends while the queue is empty takes an already
+  used world, which the episode statistic ``world_reused`` counts (size the queue so it stays 0).
+- Resume: :meth:`state_dict` holds the world key, the episode counts and the queue's numbers
+  (not its worlds: :meth:`load_state_dict` regenerates them), so a resumed run steps on bit for
+  bit.
 - Episode statistics: ``episode_achievement_<name>`` (the share of episodes that unlocked it)
   for the 67 achievements, ``episode_floor`` (the deepest floor reached), ``episode_world_reused``,
   and ``craftax_score`` (the geometric mean of the success rates, Craftax's score).
@@ -49,8 +56,9 @@ from noeira.envs.craftax_full.state import State, empty_state, export_state, imp
 
 __all__ = ["Craftax", "WorldQueue"]
 
-GENERATION_CHUNK = 8192
-"""Worlds generated at once on CUDA when many are needed (reset, the queue's fill)."""
+GENERATION_CHUNK = 2048
+"""Worlds generated at once on CUDA (a world's draws take ~0.7 MB of int64 scratch a tensor);
+256 elsewhere."""
 
 
 class Craftax(TensorEnv):
@@ -89,8 +97,10 @@ class Craftax(TensorEnv):
         self.compact = config.obs == "compact"
         space = Encoded((render.COMPACT_SIZE,), torch.uint8, symbolic, render.expand, dev,
                         decode_into=render.expand_into) if self.compact else symbolic
+        self.resets = config.resets if config.resets != "auto" else ("queue" if dev.type == "cuda" else "on_demand")
         super().__init__(num_envs, backend, space, Discrete(NUM_ACTIONS, device=dev), MAX_TIMESTEPS, seed=seed,
-                         capture_safe=True, validate_actions=config.validate_actions)
+                         capture_safe=self.resets == "queue",  # on_demand lists the ended envs on the host
+                         validate_actions=config.validate_actions)
         self.config = config
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
@@ -98,7 +108,13 @@ class Craftax(TensorEnv):
         self.s = empty_state(num_envs, dev)
         self.reused = torch.zeros(num_envs, dtype=torch.bool, device=dev)
         self._fresh_rows: Tensor | None = None
-        self.resets = config.resets if config.resets != "auto" else ("queue" if dev.type == "cuda" else "on_demand")
+        self.world_key = torch.zeros(1, dtype=torch.int64, device=dev)
+        """The run's key of the worlds (:func:`.worldgen.keyed_draws`)."""
+        self.episode = torch.zeros(num_envs, dtype=torch.int64, device=dev)
+        """The episode each env is in, counted from 0 at ``reset(seed)`` (on_demand: its world's serial)."""
+        self._envs = torch.arange(num_envs, device=dev)
+        self._chunk = GENERATION_CHUNK if dev.type == "cuda" else 256
+        self._new_world_key()
         self.queue: WorldQueue | None = None
         if self.resets == "queue":
             size = config.queue_size or max(64, num_envs // 16)
@@ -106,29 +122,35 @@ class Craftax(TensorEnv):
             if size < 1 or not 1 <= refill <= size:
                 raise ConfigError(f"env.queue_size / env.queue_refill: need size >= 1 and 1 <= refill <= size, "
                                   f"got {size}, {refill}")
-            self.queue = WorldQueue(self.generate, self._render, size, refill, num_envs, space.shape, space.dtype, dev)
+            self.queue = WorldQueue(self.generate_serial, self._render, size, refill, num_envs, space.shape,
+                                    space.dtype, dev)
         self._ach_floor = torch.tensor(LEVEL_ACHIEVEMENTS[1:], device=dev)
         self.reset(seed)
 
-    def generate(self, k: int) -> State:
-        """``k`` fresh initial states, from the env's generator."""
-        return worldgen.generate(k, self.generator, self.device, self._light0)
+    def _new_world_key(self) -> None:
+        """A new run of worlds: ``world_key`` from the generator, every env before its episode 0."""
+        self.world_key.copy_(torch.randint(0, 2**62, (1,), generator=self.generator, device=self.device))
+        self.episode.fill_(-1)
 
-    def generate_into(self, arena: Tensor) -> None:
-        """Fresh worlds into every row of ``arena``, in chunks (a world's generation takes ~1 MB
-        of scratch: a million at once would not fit)."""
-        chunk = GENERATION_CHUNK if self.device.type == "cuda" else 1024
-        for start in range(0, arena.shape[0], chunk):
-            part = arena[start : start + chunk]
-            part.copy_(self.generate(part.shape[0]).arena)
+    def generate_worlds(self, stream: Tensor, serial: Tensor) -> State:
+        """The initial states of the worlds numbered (``stream[i]``, ``serial[i]``) under the run's key."""
+        return worldgen.generate_keyed(self.world_key, stream, serial, self._light0, chunk=self._chunk)
+
+    def generate_serial(self, serial: Tensor) -> State:
+        """The queue's worlds ``serial`` (int64 [k])."""
+        return self.generate_worlds(torch.full_like(serial, worldgen.QUEUE_STREAM), serial)
 
     # -- TensorEnv -----------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Tensor:
+        """Every env starts a new episode in a new world; ``seed`` fixes them (and what follows),
+        without it the episode counts go on from where they are."""
         if seed is not None:
             self.generator.manual_seed(seed)
-        self.generate_into(self.s.arena)
+            self._new_world_key()
+        self.episode.add_(1)
+        self.s.arena.copy_(self.generate_worlds(self._envs, self.episode).arena)
         self.reused.zero_()
-        if self.queue is not None:
+        if self.queue is not None and (seed is not None or self.queue.serial.item() == 0):
             self.queue.fill()
         self.elapsed.zero_()
         self.episode_return.zero_()
@@ -138,11 +160,13 @@ class Craftax(TensorEnv):
 
     def _reset_envs(self, mask: Tensor) -> None:
         if self.queue is not None:
+            self.episode.add_(mask.long())
             self.queue.draw(mask, self.s, self.reused)
             return
         rows = mask.nonzero().squeeze(1)
         if rows.numel():
-            self.s.arena.index_copy_(0, rows, self.generate(rows.numel()).arena)
+            self.episode.index_add_(0, rows, torch.ones_like(rows))
+            self.s.arena.index_copy_(0, rows, self.generate_worlds(rows, self.episode.index_select(0, rows)).arena)
         self._fresh_rows = rows  # step's next _observe(obs) renders only these
 
     def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
@@ -193,6 +217,21 @@ class Craftax(TensorEnv):
         import_state(state, self.s)
         self.elapsed.copy_(self.s["timestep"])
 
+    def _extra_state(self) -> dict[str, Tensor]:
+        """The worlds' key and each env's episode count; with the queue its counters and the
+        serial of the world in each slot (its worlds are regenerated from them on load)."""
+        out = {"world_key": self.world_key, "episode": self.episode, "world_reused": self.reused}
+        if self.queue is not None:
+            q = self.queue
+            out.update({"queue.head": q.head, "queue.tail": q.tail, "queue.serial": q.serial,
+                        "queue.slot_serial": q.slot_serial})
+        return out
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        super().load_state_dict(state)
+        if self.queue is not None:
+            self.queue.regenerate()
+
     def _episode_values(self) -> dict[str, Tensor]:
         ach = self.s["achievements"]
         out = {f"achievement_{a}": ach[:, i].float() for i, a in enumerate(ACHIEVEMENTS)}
@@ -224,35 +263,48 @@ class WorldQueue:
     rows of the ended envs (its cost follows them); elsewhere ``index_copy``.
     """
 
-    def __init__(self, generate: Callable[[int], State], observe: Callable[[State, Tensor], None], size: int,
+    def __init__(self, generate: Callable[[Tensor], State], observe: Callable[[State, Tensor], None], size: int,
                  refill: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
                  device: torch.device) -> None:
         self.generate, self.observe, self.size, self.refill_count = generate, observe, size, refill
         self.device = torch.device(device)
-        self.arena = torch.zeros((size, generate(1).arena.shape[1]), dtype=torch.uint8, device=self.device)
+        self.arena = torch.zeros((size, empty_state(1, self.device).arena.shape[1]), dtype=torch.uint8,
+                                 device=self.device)
         self.obs = torch.zeros((size, *obs_shape), dtype=obs_dtype, device=self.device)
         self.head = torch.zeros((), dtype=torch.int64, device=self.device)
         self.tail = torch.full((), size, dtype=torch.int64, device=self.device)
         self._offsets = torch.arange(refill, device=self.device)
+        self.serial = torch.zeros((), dtype=torch.int64, device=self.device)
+        """The serial of the next world to generate (the queue's worlds are numbered in order)."""
+        self.slot_serial = torch.zeros(size, dtype=torch.int64, device=self.device)
+        """The serial of the world each slot holds."""
         self._ended = torch.empty(num_envs + 1, dtype=torch.int64, device=self.device)  # scratch of the row copy
         self._envs = torch.arange(num_envs, device=self.device)
-        self._last: tuple[Tensor, Tensor, Tensor] | None = None
-        self.fill()
+        self._last: tuple[Tensor, Tensor, Tensor] | None = None  # filled by the env's first reset
 
     def fill(self) -> None:
-        """Regenerate every world (on ``reset(seed)``, so a seed fixes the worlds), in chunks."""
-        chunk = GENERATION_CHUNK if self.device.type == "cuda" else 1024
-        for start in range(0, self.size, chunk):
-            fresh = self.generate(min(chunk, self.size - start))
-            self.arena[start : start + chunk].copy_(fresh.arena)
-            self.observe(fresh, self.obs[start : start + chunk])
+        """New worlds 0 .. size - 1 in every slot (on ``reset(seed)``, so a seed fixes the worlds)."""
+        self.slot_serial.copy_(torch.arange(self.size, device=self.device))
+        self.serial.fill_(self.size)
+        self.regenerate()
         self.head.zero_()
         self.tail.fill_(self.size)
+
+    def regenerate(self) -> None:
+        """Every slot's world (and first observation) from its serial, in chunks."""
+        chunk = GENERATION_CHUNK
+        for start in range(0, self.size, chunk):
+            fresh = self.generate(self.slot_serial[start : start + chunk])
+            self.arena[start : start + chunk].copy_(fresh.arena)
+            self.observe(fresh, self.obs[start : start + chunk])
 
     def refill(self) -> None:
         """Generate ``refill`` fresh worlds behind the last one written."""
         slots = (self.tail + self._offsets) % self.size
-        fresh = self.generate(self.refill_count)
+        serials = self.serial + self._offsets
+        self.serial.add_(self.refill_count)
+        self.slot_serial.index_copy_(0, slots, serials)
+        fresh = self.generate(serials)
         self.arena.index_copy_(0, slots, fresh.arena)
         first = torch.empty((self.refill_count, *self.obs.shape[1:]), dtype=self.obs.dtype, device=self.device)
         self.observe(fresh, first)

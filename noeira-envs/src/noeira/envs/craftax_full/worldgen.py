@@ -234,6 +234,73 @@ def sample_world_draws(k: int, generator: torch.Generator, device: torch.device)
     return out
 
 
+def _draw_layout() -> list[tuple[str, tuple[int, ...], tuple[int, int] | None]]:
+    """``sample_world_draws``' fields in a fixed order: (name, shape per world, the integer range
+    ``[low, high)`` of a randint field or None for a uniform)."""
+    out: list[tuple[str, tuple[int, ...], tuple[int, int] | None]] = [
+        (f"angles_{f}", (6, r0 + 1, r1 + 1), None) for f, (r0, r1) in NOISE_RES.items()]
+    out += [("u_tree", (6, W, W), None), ("u_ore", (6, 5, W, W), None), ("u_ladder", (6, 2), None),
+            ("dungeon_u_chunk", (3, NUM_ROOMS), None),
+            ("dungeon_room_size", (3, NUM_ROOMS, 2), (MIN_ROOM, MAX_ROOM)),
+            ("dungeon_room_offset", (3, NUM_ROOMS, 2), (0, CHUNK - MIN_ROOM)),
+            ("dungeon_u_chest", (3, NUM_ROOMS, 2), None), ("dungeon_u_fountain_pos", (3, NUM_ROOMS, 2), None),
+            ("dungeon_u_fountain", (3, NUM_ROOMS), None), ("dungeon_u_sink", (3, NUM_ROOMS), None),
+            ("dungeon_u_rare", (3, W, W), None), ("dungeon_u_ladder", (3, 2), None), ("u_potion", (6,), None)]
+    return out
+
+
+DRAW_LAYOUT = _draw_layout()
+DRAWS_PER_WORLD = sum(math.prod(shape) for _, shape, _ in DRAW_LAYOUT)
+"""Uniforms one world takes (~91,000): Philox words 4 per counter, see :func:`keyed_draws`."""
+SALT = 0x5DEECE66D1F2A3B7
+"""XORed into the run's key before it keys the worlds' Philox (the step's variates come from
+the env's generator; the salt keeps the worlds' stream apart from Craftax-Classic's too)."""
+QUEUE_STREAM = 0xFFFFFFFF
+"""The first counter word of the queue's worlds (env indices, the on-demand worlds', are below)."""
+
+
+def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor) -> dict[str, Tensor]:
+    """``sample_world_draws``' inputs of the worlds numbered ``(stream[i], serial[i])`` (int64
+    [k]) under the run's ``key`` (int64 [1]): world ``i`` reads Philox4x32-10 (as Triton's,
+    :func:`noeira.envs.craftax.worldgen.philox`) at counters ``(j, stream[i], serial[i] low,
+    serial[i] high)``, ``j`` = 0, 1, ..., four uniforms a counter. So a world depends on its
+    numbers only: any batch, device or order of generation gives it bit for bit."""
+    from noeira.envs.craftax.worldgen import philox, uniform
+
+    dev = stream.device
+    k = stream.shape[0]
+    key = (key.reshape(1, 1).to(dev) ^ SALT)
+    c1 = stream.to(torch.int64).view(-1, 1)
+    ser = serial.to(torch.int64).view(-1, 1)
+    c2, c3 = ser & 0xFFFFFFFF, (ser >> 32) & 0xFFFFFFFF
+    counters = torch.arange((DRAWS_PER_WORLD + 3) // 4, device=dev, dtype=torch.int64).view(1, -1)
+    words = torch.stack(philox(key, counters, c1, c2, c3), -1).view(k, -1)[:, :DRAWS_PER_WORLD]
+    u = uniform(words)
+    out, start = {}, 0
+    for name, shape, ints in DRAW_LAYOUT:
+        size = math.prod(shape)
+        v = u[:, start:start + size].reshape(k, *shape)
+        start += size
+        if ints is not None:
+            low, high = ints
+            v = (low + (v * (high - low)).long()).clamp_(max=high - 1)
+        out[name] = v
+    return out
+
+
+def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, chunk: int = 256) -> State:
+    """The initial states of the worlds numbered ``(stream[i], serial[i])`` (:func:`keyed_draws`),
+    ``chunk`` at a time (a world's draws take ~0.7 MB of int64 scratch)."""
+    k = stream.shape[0]
+    if k <= chunk:
+        return world_from_draws(keyed_draws(key, stream, serial), light0)
+    s = empty_state(k, stream.device)
+    for i in range(0, k, chunk):
+        s.arena[i:i + chunk].copy_(world_from_draws(keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk]),
+                                                    light0).arena)
+    return s
+
+
 @functools.cache
 def _config_tensor(key: str, device: torch.device, dtype: torch.dtype = torch.int64) -> Tensor:
     """A field of every smooth config [6] (made once per device: the generation runs inside
