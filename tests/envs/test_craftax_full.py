@@ -267,10 +267,12 @@ def test_step_changes_with_the_draws(ref: dict[str, np.ndarray]) -> None:
     assert "melee_mobs.mask" in _mismatch(export_state(s), want)
 
 
+@pytest.mark.slow  # 96 envs x 600 steps (~35 s of CPU)
 def test_random_policy_rollout_statistics(ref: dict[str, np.ndarray]) -> None:
     """Uniformly random actions: episode length, return, the success rate of each achievement and
     the mobs alive per step on the player's floor agree with the reference's rollouts within
-    confidence bounds (each episode in a freshly generated world on both sides)."""
+    confidence bounds (each episode in a freshly generated world on both sides). 96 envs x 600
+    steps here, 128 x 600 in the reference (~230 episodes each side)."""
     if "roll_steps" not in ref:
         pytest.skip("the fixture's 'roll' part is not generated (make_craftax_full_fixtures.py roll)")
     n, steps = 96, int(ref["roll_steps"])
@@ -305,9 +307,13 @@ def test_random_policy_rollout_statistics(ref: dict[str, np.ndarray]) -> None:
         q = ref_rate[i]
         se = math.sqrt(q * (1 - q) / len(ref["roll_achievements"]) + p * (1 - p) / count) + 1e-3
         assert abs(p - q) < 4.5 * se + 0.01, f"{a}: ours {p:.3f}, reference {q:.3f}"
-    m = torch.cat(mobs).mean(0).numpy()
+    # mobs alive per step: each env's mean over the rollout is one sample (steps within an env are
+    # correlated); the reference's standard error taken as ours scaled to its env count
+    per_env = torch.stack(mobs).mean(0).double().numpy()  # [n, 5]
+    m, se = per_env.mean(0), per_env.std(0, ddof=1) / math.sqrt(n)
     want = ref["roll_mobs"]
-    assert np.all(np.abs(m - want) < 0.1 * want + 0.02), f"mobs alive per step: ours {m}, reference {want}"
+    se_both = se * math.sqrt(1 + n / int(ref["roll_envs"]))
+    assert np.all(np.abs(m - want) < 4.5 * se_both + 0.01), f"mobs alive per step: ours {m}, reference {want}, se {se_both}"
     assert stats["world_reused_sum"].item() == 0
 
 
