@@ -204,20 +204,30 @@ def test_observation_bit_exact_on_reference_states(ref: dict[str, np.ndarray], d
     """The symbolic observation of states on every floor (reference rollouts, prepared states with
     mobs, projectiles, torches and darkness, and states a few reference steps after those) is the
     reference's, bit for bit; the compact observation decodes to the same floats."""
+    from noeira.envs.craftax_full import render
+
     device = _device(device)
     want = torch.as_tensor(ref["obs_obs"])
     states = _states(ref, "obs_state.", device)
-    env = _env(want.shape[0], device)
-    env.set_state(states)
-    got = env.obs.cpu()
-    assert got.shape == want.shape == (want.shape[0], OBS_SIZE)
+    n = want.shape[0]
+    s, _ = _imported(states, device)  # the env's state without generating n worlds first
+    got = torch.empty((n, OBS_SIZE), device=device)
+    render.symbolic(s, got)
+    got = got.cpu()
+    assert got.shape == want.shape == (n, OBS_SIZE)
     bad = (got.view(torch.int32) != want.view(torch.int32))
     cols = bad.any(0).nonzero().squeeze(1)
     rows = bad.any(1).nonzero().squeeze(1)
     assert cols.numel() == 0, f"observation entries differ: columns {cols[:10].tolist()}, rows {rows[:10].tolist()}"
-    compact = _env(want.shape[0], device, obs="compact")
-    compact.set_state(states)
-    assert torch.equal(compact.observation_space.decode(compact.obs).cpu().view(torch.int32), want.view(torch.int32))
+    code = torch.empty((n, render.COMPACT_SIZE), dtype=torch.uint8, device=device)
+    render.compact(s, code)
+    assert torch.equal(render.expand(code).cpu().view(torch.int32), want.view(torch.int32))
+    # and through the env: set_state makes that state's observation, in either form
+    for obs in ("symbolic", "compact"):
+        env = _env(4, device, obs=obs)
+        env.set_state({k: v[:4] for k, v in states.items()})
+        full = env.observation_space.decode(env.obs) if obs == "compact" else env.obs
+        assert torch.equal(full.cpu().view(torch.int32), want[:4].view(torch.int32)), obs
     # and these states cover what the observation shows: every floor, mobs of each class, darkness, items
     levels = set(ref["obs_state.player_level"].tolist())
     assert levels == set(range(9)), levels
