@@ -265,7 +265,7 @@ def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor) -> dict[str, Tensor
     :func:`noeira.envs.craftax.worldgen.philox`) at counters ``(j, stream[i], serial[i] low,
     serial[i] high)``, ``j`` = 0, 1, ..., four uniforms a counter. So a world depends on its
     numbers only: any batch, device or order of generation gives it bit for bit."""
-    from noeira.envs.craftax.worldgen import philox, uniform
+    from noeira.envs.craftax.worldgen import philox
 
     dev = stream.device
     k = stream.shape[0]
@@ -275,7 +275,11 @@ def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor) -> dict[str, Tensor
     c2, c3 = ser & 0xFFFFFFFF, (ser >> 32) & 0xFFFFFFFF
     counters = torch.arange((DRAWS_PER_WORLD + 3) // 4, device=dev, dtype=torch.int64).view(1, -1)
     words = torch.stack(philox(key, counters, c1, c2, c3), -1).view(k, -1)[:, :DRAWS_PER_WORLD]
-    u = uniform(words)
+    # Triton's uint_to_uniform_float (as Craftax-Classic's ``uniform``), with the scale as a Python
+    # float (float32 math all the same) so no host-to-device copy runs inside a recorded graph
+    words = torch.where(words > 0x7FFFFFFF, words - (1 << 32), words)
+    words = torch.where(words < 0, -words - 1, words)
+    u = words.to(torch.float32) * 4.6566127342e-10
     out, start = {}, 0
     for name, shape, ints in DRAW_LAYOUT:
         size = math.prod(shape)
