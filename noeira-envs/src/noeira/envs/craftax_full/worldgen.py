@@ -146,7 +146,10 @@ def pick(valid: Tensor, u: Tensor) -> Tensor:
 def _set(grid: Tensor, flat: Tensor, value: Tensor | int, where: Tensor | None = None) -> None:
     """``grid[..., flat] = value`` on a grid [..., M] (flat [...] int64), where ``where`` if given."""
     idx = flat.unsqueeze(-1)
-    value = torch.as_tensor(value, dtype=grid.dtype, device=grid.device).expand(flat.shape).unsqueeze(-1)
+    if isinstance(value, Tensor):
+        value = value.to(grid.dtype).expand(flat.shape).unsqueeze(-1)
+    else:  # a fill kernel, not a host-to-device copy (world generation runs inside recorded graphs)
+        value = torch.full((*flat.shape, 1), value, dtype=grid.dtype, device=grid.device)
     if where is not None:
         value = torch.where(where.unsqueeze(-1), value, grid.gather(-1, idx))
     grid.scatter_(-1, idx, value)
