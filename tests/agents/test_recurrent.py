@@ -38,6 +38,7 @@ NETWORKS = [
     FUSED,
     ("mingru", {"skip": "residual", "scan": "parallel"}),
     ("mingru", {"skip": "none"}),
+    ("mingru", {"conv": 1, "max_timescale": 0}),  # the plain MinGRU: no conv, zero gate bias
 ]
 
 
@@ -60,7 +61,9 @@ def test_layout_follows_hidden_sizes() -> None:
     assert net.encoder[0].weight.shape == (256, 1352) and len(net.gates) == 3
     assert not net.encoder[0].weight[:, 1345:].any()
     assert net.gates[0].weight.shape == (3 * 256, 256)  # z, h~ and the highway gate in one matmul
-    assert net.initial_state(5).shape == (3, 5, 256)
+    assert net.conv.shape == (3, 4, 256)  # a width-4 causal conv per layer, the identity at init
+    assert torch.equal(net.conv[:, 0], torch.ones(3, 256)) and not net.conv[:, 1:].any()
+    assert net.initial_state(5).shape == (3 * 4, 5, 256)  # per layer h, then its last 3 inputs
     lstm = LSTM(NetworkSpec((4,), {"actor": 2}, torch.device("cpu"), (16, 16)))
     assert lstm.initial_state(5).shape == (4, 5, 16)  # h of each layer, then c of each layer
     assert float(lstm.w_ih[0].bias.detach()[16:32].min()) == 1.0  # forget bias
@@ -70,7 +73,8 @@ def test_layout_follows_hidden_sizes() -> None:
     ("cls", "options", "message"),
     [
         (MinGRU, {"scan": "fast"}, "agent.network_options.scan: must be one of auto, fused, parallel, sequential, got 'fast'"),
-        (MinGRU, {"skipp": "none"}, "agent.network_options.skipp: unknown key (known keys: skip, scan)"),
+        (MinGRU, {"skipp": "none"},
+         "agent.network_options.skipp: unknown key (known keys: skip, scan, max_timescale, conv)"),
         (LSTM, {"forget_bias": "x"}, "agent.network_options.forget_bias: expected a float, got 'x'"),
         (LSTM, {"scan": "parallel"}, "agent.network_options.scan: unknown key (known keys: forget_bias)"),
     ],
@@ -133,7 +137,7 @@ def test_mingru_scans_agree_with_gradients(scan, skip) -> None:
     par.load_state_dict(seq.state_dict())
     obs, done = torch.randn(16, 5, 3), torch.rand(16, 5) < 0.2
     assert bool(done[1:].any())
-    state = torch.randn(2, 5, 8)
+    state = torch.randn(seq.initial_state(5).shape)  # h and the conv's last inputs of both layers
     grads = []
     for net in (seq, par):
         s0 = state.clone().requires_grad_()

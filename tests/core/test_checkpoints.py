@@ -326,3 +326,14 @@ def test_a_checkpoint_from_before_a_plugin_gained_keys_resumes(ppo_run: Path, ca
     (ppo_run / "config.toml").write_text(tomli_w.dumps(config))
     code, _, err = cli(capsys, "train", f"run.resume={ppo_run}", "run.total_steps=256", "--run-dir", str(ppo_run))
     assert code == 0, err
+
+
+def test_resume_compares_tables_key_by_key() -> None:
+    """Within a table (a network's options) a key the checkpoint predates takes its default and
+    is not a difference; a key both sides hold with another value is, named by its path."""
+    from noeira.core.rundir import _differences
+
+    saved = {"network": "mingru", "network_options": {"skip": "highway"}}
+    assert _differences("agent", saved, {"network": "mingru", "network_options": {"skip": "highway", "conv": 1}}) == []
+    assert _differences("agent", saved, {"network": "mingru", "network_options": {"skip": "none"}}) == [
+        ("agent.network_options.skip", "highway", "none")]

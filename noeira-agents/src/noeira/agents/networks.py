@@ -21,6 +21,7 @@ A network is built as ``cls(spec: NetworkSpec)`` and keeps the contract
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -270,6 +271,16 @@ class MinGRU(_RecurrentTrunk):
         kernel each way, :mod:`noeira.agents.mingru_scan`: the GPU's choice), parallel (a
         log2(T)-round torch scan), sequential (T small steps), auto (fused on cuda where Triton
         imports, else parallel there; sequential elsewhere)."""
+        max_timescale: float = attrs.field(default=64.0, validator=attrs.validators.ge(0))
+        """The longest memory a unit starts with, in steps: each unit's update gate starts at
+        z = 1 / tau, tau log-uniform in [1, max_timescale] (its state keeps 1 - 1/tau a step),
+        as chrono initialisation spreads an LSTM's (Tallec & Ollivier 2018). 0: the gates' bias
+        starts at zero (z = 1/2: every unit's state halves each step)."""
+        conv: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+        """Width of a causal depthwise convolution over each layer's input, read by its gates
+        (Mamba's and Griffin's short conv: a diagonal recurrence whose gates see only the
+        current input cannot keep an ordered queue, the last conv - 1 inputs it can; the
+        state keeps them). Starts as the identity (the plain MinGRU). 1: none."""
 
     def __init__(self, spec: NetworkSpec) -> None:
         super().__init__(spec)
@@ -282,12 +293,27 @@ class MinGRU(_RecurrentTrunk):
                 for chunk in lin.weight.view(gates, h, h):
                     nn.init.orthogonal_(chunk)
                 lin.bias.zero_()
+                lin.bias[:h] = self._gate_bias(h)
+        w = self.options.conv
+        self.state_rows = w  # h, then the layer's last w - 1 inputs
+        if w > 1:  # identity at init: the plain MinGRU
+            self.conv = nn.Parameter(torch.zeros(self.layers, w, h))
+            with torch.no_grad():
+                self.conv[:, 0] = 1.0
         self.scan = self.options.scan
         if self.scan == "auto":
             self.scan = ("fused" if mingru_scan.available() else "parallel") if spec.device.type == "cuda" else "sequential"
         if self.scan == "fused" and not mingru_scan.available():
             raise ConfigError("agent.network_options.scan: fused needs Triton (pip install triton), which does not import")
         self.to(spec.device)
+
+    def _gate_bias(self, h: int) -> Tensor:
+        """The update gate's initial bias: ``logit(1 / tau)`` with ``log tau ~ U(0, log max_timescale)``."""
+        tmax = self.options.max_timescale
+        if tmax <= 1:
+            return torch.zeros(h)
+        tau = torch.empty(h).uniform_(0, math.log(tmax)).exp().clamp(min=1.0 + 1e-3)
+        return -torch.log(tau - 1)
 
     def _coefficients(self, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """``(1 - z, z * h~, p)`` of layer ``i`` for input ``x [..., H]``, as float32."""
@@ -302,18 +328,44 @@ class MinGRU(_RecurrentTrunk):
             return x + h
         return h
 
+    def _conv_step(self, i: int, x: Tensor, past: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        if self.state_rows == 1:
+            return x, []
+        w = self.conv[i].float()
+        u = w[0] * x.float()
+        for j, p in enumerate(past, 1):
+            u = u + w[j] * p
+        return u.to(x.dtype), [x.float(), *past[:-1]]
+
+    def _conv_sequence(self, i: int, x: Tensor, past: list[Tensor], keep: Tensor) -> Tensor:
+        if self.state_rows == 1:
+            return x
+        w = self.conv[i].float()
+        t = x.shape[0]
+        xs = torch.cat([torch.stack(past[::-1]), x.float()])  # oldest first: [w - 1 + T, B, H]
+        n = len(past)
+        u = w[0] * x.float()
+        valid = torch.ones_like(keep)
+        kpad = torch.cat([torch.ones_like(keep[:n]), keep])
+        for j in range(1, n + 1):
+            valid = valid * kpad[n - j + 1:n - j + 1 + t]  # no episode start in (t - j, t]
+            u = u + w[j] * xs[n - j:n - j + t] * valid
+        return u.to(x.dtype)
+
     def _layer_step(self, i: int, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        u, past = self._conv_step(i, x, state[1:])
         if self.scan == "fused" and not torch.is_grad_enabled():  # acting: one kernel per layer
-            y, h = mingru_scan.mingru_step(self.gates[i](x), x, state[0], self.options.skip)
-            return y, [h]
-        a, b, p = self._coefficients(i, x)
+            y, h = mingru_scan.mingru_step(self.gates[i](u), x, state[0], self.options.skip)
+            return y, [h, *past]
+        a, b, p = self._coefficients(i, u)
         h = a * state[0] + b
-        return self._out(x, h, p), [h]
+        return self._out(x, h, p), [h, *past]
 
     def _layer_sequence(self, i: int, x: Tensor, state: list[Tensor], keep: Tensor) -> Tensor:
+        u = self._conv_sequence(i, x, state[1:], keep)
         if self.scan == "fused":
-            return mingru_scan.mingru_scan(self.gates[i](x), x, keep.squeeze(-1), state[0], self.options.skip)
-        a, b, p = self._coefficients(i, x)  # [T, B, H] each, one matmul
+            return mingru_scan.mingru_scan(self.gates[i](u), x, keep.squeeze(-1), state[0], self.options.skip)
+        a, b, p = self._coefficients(i, u)  # [T, B, H] each, one matmul
         if self.scan == "parallel":
             h = linear_scan(a * keep, b, state[0])
         else:

@@ -251,8 +251,8 @@ def bootstrap_at_end(choice: str, spec: EnvSpec, horizon: int) -> bool:
     rollout (see ``ActorCriticConfig.bootstrap``)."""
     if choice not in ("auto", "every-step", "at-end"):
         raise ConfigError(f"agent.bootstrap: must be 'auto', 'every-step' or 'at-end', got {choice!r}")
-    exact = bool(spec.truncates_at_limit_only) and spec.max_episode_steps is not None and (
-        spec.max_episode_steps >= horizon)
+    # an env without a time limit that truncates only there never truncates: nothing to value
+    exact = bool(spec.truncates_at_limit_only) and (spec.max_episode_steps is None or spec.max_episode_steps >= horizon)
     if choice == "at-end" and not exact:
         raise ConfigError(f"agent.bootstrap: 'at-end' needs an env that truncates only at a time limit of at least "
                           f"horizon ({horizon}) steps; {spec.name!r} does not promise that (use 'every-step' or 'auto')")

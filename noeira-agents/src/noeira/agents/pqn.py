@@ -104,16 +104,15 @@ _CLASSIC = {"env": {"num_envs": 32},
             "agent": {"horizon": 64, "update_epochs": 4, "num_minibatches": 16, "lr": 1e-4, "anneal_lr": True,
                       "gamma": 0.99, "q_lambda": 0.95, "epsilon_end": 0.05, "exploration_fraction": 0.2,
                       "hidden": [256, 256], "reward_scale": 0.1, "max_grad_norm": 10.0},
-            "run": {"total_steps": 500_000, "log_interval": 10},
-            "note": "not verified on 5 seeds yet (benchmarks/solve.py); see BENCHMARKS.md"}
+            "run": {"total_steps": 500_000, "log_interval": 10}}
 _ATARI_AGENT = {"horizon": 32, "update_epochs": 2, "num_minibatches": 32, "lr": 2.5e-4, "anneal_lr": False,
                 "gamma": 0.99, "q_lambda": 0.65, "epsilon_end": 0.001, "exploration_fraction": 0.1,
                 "network": "nature-cnn", "network_options": {"norm": "layer"}, "hidden": [512], "reward_clamp": 1.0,
                 "max_grad_norm": 10.0}
 _ATARI_NOTE = "not verified: purejaxql's pqn_atari settings, not yet run to the end with noeira"
 RECIPES: dict[str, dict[str, dict[str, Any]]] = {
-    "cartpole": {"*": _CLASSIC},
-    "acrobot": {"*": _CLASSIC},
+    "cartpole": {"*": _CLASSIC},  # 5 of 5 seeds (BENCHMARKS.md)
+    "acrobot": {"*": {**_CLASSIC, "note": "not verified on 5 seeds yet (benchmarks/solve.py); see BENCHMARKS.md"}},
     "atari": {"cpu": {"env": {"num_envs": 16}, "agent": _ATARI_AGENT, "run": {"total_steps": 10_000_000, "log_interval": 10},
                       "note": _ATARI_NOTE},
               "*": {"env": {"num_envs": 128}, "agent": {**_ATARI_AGENT, "precision": "bf16"},

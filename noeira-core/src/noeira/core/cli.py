@@ -58,7 +58,8 @@ def _print_recipes(agent: str, env: str, overrides: dict[str, Any], console: Con
 
     backend = get_backend(str(overrides.get("backend", "auto")))
     num_envs = overrides.get("env", {}).get("num_envs")
-    recipes = find_recipes(agent, env, backend.name, num_envs if isinstance(num_envs, int) else None)
+    recipes = find_recipes(agent, env, backend.name, num_envs if isinstance(num_envs, int) else None,
+                           overrides.get("agent", {}).get("network"))
     if not recipes:
         console.print(f"recipe: none for agent={agent} env={env} on {backend.name} (plugin defaults apply)\n")
         return

@@ -30,13 +30,19 @@ hookimpl = pluggy.HookimplMarker("noeira")
 
 
 @hookspec
-def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None) -> dict[str, Any] | None:
+def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None,
+                  network: str | None) -> dict[str, Any] | None:
     """Tuned defaults for ``agent`` on ``env`` (names as configured, e.g. ``ppo``, ``cartpole``,
     ``gym:LunarLander-v3``) on ``backend`` (``cpu``, ``cuda``...), or ``None`` to pass.
 
     The result is a nested dict of config tables, ``{"env": {...}, "agent": {...}, "run": {...},
     "graph": {...}}``. ``num_envs`` is the user's ``env.num_envs`` when they set it (a recipe may
-    size the run to it), else ``None``. Every implementation's result is layered below the
+    size the run to it), else ``None``. ``network`` is the policy network the run will use
+    (``agent.network``) as far as it is known: the user's choice when they made one, else the
+    one a recipe chose (implementations that do not take ``network`` are asked first, so one of
+    them may choose it), else ``None`` (the agent's default); a network's own layer of settings
+    (the learning rate its recurrence needs) is an implementation that takes it. An
+    implementation takes only the arguments it names. Every implementation's result is layered below the
     user's config (``--config`` file, then overrides), lowest first: other distributions' recipes
     (by plugin name), then the agent's distribution's, then the env's distribution's, so the
     distribution that ships an env has the last word on its recipes. ``noeira train --help``

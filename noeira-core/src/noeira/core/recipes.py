@@ -9,6 +9,9 @@ A distribution ships recipes for its own envs or agents by implementing the hook
             return {"env": {"num_envs": 64}, "agent": {"lr": 3e-3}, "run": {"total_steps": 50_000}}
         return None
 
+An implementation takes only the arguments it names; one that takes ``network`` (the policy
+network the run will use, as far as known) is how a network ships its own layer of settings.
+
 Beside the config tables a recipe may carry ``"note"``: one line saying where it is known to fall
 short (``"not solved: 2 of 5 seeds reach the threshold"``); a run that uses it warns with it.
 """
@@ -51,16 +54,35 @@ def _dist_of(kind: str, name: str) -> str | None:
         return None
 
 
-def find_recipes(agent: str, env: str, backend: str, num_envs: int | None = None) -> list[Recipe]:
+def find_recipes(agent: str, env: str, backend: str, num_envs: int | None = None,
+                 network: str | None = None) -> list[Recipe]:
     """Every recipe for ``agent`` on ``env`` on ``backend`` (``cuda:1`` counts as ``cuda``), lowest
-    layer first: other distributions' (by plugin name), the agent's distribution's, the env's."""
+    layer first: other distributions' (by plugin name), the agent's distribution's, the env's.
+    ``network`` is the user's ``agent.network`` (None: unset); implementations that take
+    ``network`` are asked after the others, with the user's choice or else the one the others'
+    recipes make (see :func:`noeira.core.hookspecs.noeira_recipe`)."""
     pm = get_plugin_manager()
     backend = backend.partition(":")[0]
     agent_dist, env_dist = _dist_of("agents", agent), _dist_of("envs", env.partition(":")[0])
+    impls = pm.hook.noeira_recipe.get_hookimpls()
+    args = {"agent": agent, "env": env, "backend": backend, "num_envs": num_envs}
+    found = _ask([i for i in impls if "network" not in i.argnames], args)
+    if any("network" in i.argnames for i in impls):
+        if network is None:
+            network = merged_recipe(sorted(found, key=_rank(agent_dist, env_dist))).get("agent", {}).get("network")
+        found += _ask([i for i in impls if "network" in i.argnames], {**args, "network": network})
+    return sorted(found, key=_rank(agent_dist, env_dist))
+
+
+def _rank(agent_dist: str | None, env_dist: str | None) -> Any:
+    return lambda r: (2 if r.distribution == env_dist else 1 if r.distribution == agent_dist else 0, r.plugin)
+
+
+def _ask(impls: list[Any], args: dict[str, Any]) -> list[Recipe]:
+    """The recipes of these hook implementations (each called with the arguments it names)."""
     found = []
-    for impl in pm.hook.noeira_recipe.get_hookimpls():
-        values = impl.function(**{k: v for k, v in (("agent", agent), ("env", env), ("backend", backend),
-                                                    ("num_envs", num_envs)) if k in impl.argnames})
+    for impl in impls:
+        values = impl.function(**{k: v for k, v in args.items() if k in impl.argnames})
         if values is None:
             continue
         dist = plugin_distribution(impl.plugin_name) or "registered in-process"
@@ -77,8 +99,7 @@ def find_recipes(agent: str, env: str, backend: str, num_envs: int | None = None
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{where}: {key}: expected a table, got {table!r}")
         found.append(Recipe(impl.plugin_name, dist, values, note))
-    rank = lambda r: (2 if r.distribution == env_dist else 1 if r.distribution == agent_dist else 0, r.plugin)  # noqa: E731
-    return sorted(found, key=rank)
+    return found
 
 
 def merged_recipe(recipes: list[Recipe]) -> dict[str, Any]:

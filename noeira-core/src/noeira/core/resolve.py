@@ -71,7 +71,7 @@ def resolve(raw: Mapping[str, Any], world_size: int | None = None) -> RunConfig:
     agent_cls = registry.load("agents", agent_name)
     user_envs = raw.get("env", {}).get("num_envs")
     user_envs = user_envs if isinstance(user_envs, int) and not isinstance(user_envs, bool) and user_envs >= 1 else None
-    recipes = find_recipes(agent_name, env_name, backend.name, user_envs)
+    recipes = find_recipes(agent_name, env_name, backend.name, user_envs, raw.get("agent", {}).get("network"))
     merged = deep_merge(merged_recipe(recipes), raw)
 
     env_data = dict(merged.get("env", {}))

@@ -198,9 +198,8 @@ def check_resume(ckpt: dict[str, Any], cfg: RunConfig, source: str) -> None:
                         "agent= out)")
     # keys on one side only are a plugin's newer (or dropped) keys: the checkpoint was made before
     # they existed (a newer key takes its default), so only the keys both sides know are compared
-    diffs = [(f"{section}.{k}", saved[section][k], here[section][k]) for section in ("env", "agent")
-             for k in sorted(set(saved.get(section, {})) & set(here[section]))
-             if saved[section][k] != here[section][k]]
+    # (within tables too: a network's options table gained conv and max_timescale in issue 32)
+    diffs = [d for section in ("env", "agent") for d in _differences(section, saved.get(section, {}), here[section])]
     if diffs:
         key, there, now = diffs[0]
         more = f" and {len(diffs) - 1} more ({', '.join(d[0] for d in diffs[1:])})" if len(diffs) > 1 else ""
@@ -209,6 +208,18 @@ def check_resume(ckpt: dict[str, Any], cfg: RunConfig, source: str) -> None:
     if int(ckpt["env_steps"]) >= cfg.run.total_steps:
         raise UserError(f"run.resume={source}: that run is finished ({int(ckpt['env_steps']):,} of "
                         f"run.total_steps={cfg.run.total_steps:,} steps); raise run.total_steps to train on")
+
+
+def _differences(path: str, saved: dict[str, Any], here: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(key path, saved, here)`` for each key both tables hold whose values differ, into nested tables."""
+    out = []
+    for k in sorted(set(saved) & set(here)):
+        a, b = saved[k], here[k]
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(f"{path}.{k}", a, b)
+        elif a != b:
+            out.append((f"{path}.{k}", a, b))
+    return out
 
 
 def resumed_config(source: str | Path) -> dict[str, Any]:

@@ -18,17 +18,19 @@ from typing import Any
 __all__ = ["ppo_recipe"]
 
 
-def ppo_recipe(backend: str, num_envs: int | None) -> dict[str, Any]:
+def ppo_recipe(backend: str, num_envs: int | None, network: str | None = None) -> dict[str, Any]:
     """``{"env": ..., "agent": ..., "run": ...}`` for PPO on ``craftax``. ``num_envs`` (None: the
-    recipe's) scales the step budget so the number of updates stays."""
+    recipe's) scales the step budget so the number of updates stays; a ``network`` other than
+    mingru asked by the user keeps its own options (the recipe's network settings are left out)."""
     cuda = backend == "cuda"
     n = num_envs or (8192 if cuda else 32)
     horizon = 128 if cuda else 64
     iterations = 954 if cuda else 40  # ~1e9 env steps at 8,192 envs on a GPU; a smoke-sized run on a CPU
+    own = {"network": "mingru", "hidden_sizes": [256, 256] if cuda else [128, 128]}
     return {
         "env": {"num_envs": n, **({"obs": "compact"} if cuda else {})},
         "agent": {
-            "network": "mingru", "hidden_sizes": [256, 256] if cuda else [128, 128],
+            **(own if network in (None, "mingru") else {}),
             "precision": "bf16-master" if cuda else "fp32",
             "horizon": horizon, "update_epochs": 1, "num_minibatches": 2 if cuda else 1,
             "lr": 3e-4, "anneal_lr": False,

@@ -1,0 +1,386 @@
+"""The memory suite (``noeira.envs.memory``) against the networks: does PPO learn to remember?
+And how fast do the recurrent networks train?
+
+``learn``: every task x setting x network x seed, trained from the recipes exactly as
+``noeira train env=TASK agent.network=NET run.seed=S backend=B run.eval_episodes=100`` resolves
+them (the ``short`` setting: each task's defaults, memory <= 16 steps; ``long``: the options in
+``LONG``, memory >= 64 steps, with a longer horizon and budget), in parallel worker processes
+(one torch thread each). Each run reports the final deterministic evaluation (100 episodes)
+against the env's ``chance_return`` (the best policy without memory) and ``best_return``
+(perfect memory); it **solves** when the evaluation reaches ``chance + 0.9 (best - chance)``.
+**steps to solve**: the first log interval whose mean training return (the sampling policy)
+reaches that threshold. A (task, setting, network) solves when >= 4 of 5 seeds do.
+
+    python benchmarks/memory.py learn                                   # short settings, 3 networks, 5 seeds
+    python benchmarks/memory.py learn --tasks t-maze --networks mingru --seeds 1
+    python benchmarks/memory.py learn --setting long --backend cuda --workers 1
+
+``speed``: training steps/s (collect + learn, the recipe's PPO on ``repeat-first``) of
+``lstm`` and ``mingru`` at 16 envs on the CPU, beside a plain loop doing the same work with
+``torch.nn.LSTM`` (CleanRL's recurrent PPO: the rollout steps the LSTM one step at a time with
+its state zeroed at episode starts; the update replays each env's segment from its stored state
+step by step, the same sizes, epochs and minibatches, the same Adam).
+
+    python benchmarks/memory.py speed
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import concurrent.futures as cf  # noqa: E402
+import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+TASKS = ("repeat-first", "repeat-previous", "count-recall", "t-maze", "autoencode")
+NETWORKS = ("mlp", "lstm", "mingru")
+LONG: dict[str, dict[str, Any]] = {
+    # memory >= 64 steps; the horizon (truncated BPTT) spans an episode or more
+    "repeat-first": {"env": {"length": 65}, "agent": {"horizon": 128}},
+    "repeat-previous": {"env": {"k": 64, "answers": 32}, "agent": {"horizon": 128}},
+    "count-recall": {"env": {"length": 65}, "agent": {"horizon": 128}},
+    "t-maze": {"env": {"length": 64}, "agent": {"horizon": 256}},
+    "autoencode": {"env": {"length": 32}, "agent": {"horizon": 128}},
+}
+"""The long setting's overrides per task (``run.total_steps`` is ``--long-steps``)."""
+
+
+def run_config(task: str, network: str, seed: int, setting: str, backend: str, eval_episodes: int = 100,
+               total_steps: int | None = None) -> Any:
+    """The resolved config of one run (the recipes under the setting's overrides)."""
+    from noeira.core.config import deep_merge
+    from noeira.core.driver import resolve
+
+    raw: dict[str, Any] = {"backend": backend, "env": {"name": task}, "agent": {"name": "ppo", "network": network},
+                           "run": {"seed": seed, "progress": False, "checkpoint_minutes": 0,
+                                   "eval_episodes": eval_episodes}}
+    if setting == "long":
+        raw = deep_merge(raw, LONG[task])
+    if total_steps is not None:
+        raw["run"]["total_steps"] = total_steps
+    return resolve(raw)
+
+
+def first_crossing(metrics: Path, threshold: float) -> tuple[int | None, float | None]:
+    """``(env_steps, seconds)`` of the first logged interval whose mean training return reaches
+    ``threshold`` (over at least 16 episodes)."""
+    if not metrics.is_file():
+        return None, None
+    for line in metrics.read_text().splitlines():
+        row = json.loads(line)
+        ret = row.get("episode_return")
+        if ret is not None and row.get("episodes", 0) >= 16 and ret >= threshold:
+            return int(row["env_steps"]), float(row["time"])
+    return None, None
+
+
+def run_one(task: str, network: str, seed: int, setting: str, backend: str, out_dir: str,
+            total_steps: int | None) -> dict[str, Any]:
+    """Train one seed in this (fresh) process; the row of the results."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    row: dict[str, Any] = {"task": task, "network": network, "seed": seed, "setting": setting, "backend": backend}
+    try:
+        import attrs
+        import torch
+
+        from noeira.core import make_env
+        from noeira.core.driver import train
+
+        torch.set_num_threads(1)
+        cfg = run_config(task, network, seed, setting, backend, total_steps=total_steps)
+        env = make_env(task, num_envs=1, backend="cpu", seed=0, **attrs.asdict(cfg.env.config))
+        bounds = env.describe()
+        threshold = bounds["chance_return"] + 0.9 * (bounds["best_return"] - bounds["chance_return"])
+        run_dir = Path(out_dir) / f"{task}-{setting}-{network}-s{seed}"
+        record = train(cfg, run_dir=run_dir, overwrite=True)
+        final = record["final_eval"]["mean_return"]
+        steps, seconds = first_crossing(run_dir / "metrics.jsonl", threshold)
+        row.update({
+            "memory_steps": bounds["memory_steps"], "chance": bounds["chance_return"], "best": bounds["best_return"],
+            "threshold": threshold, "final_eval": final, "solved": final >= threshold,
+            "steps_to_solve": steps, "seconds_to_solve": seconds, "total_steps": record["env_steps"],
+            "train_seconds": record.get("train_seconds"), "steps_per_second": record.get("steps_per_second"),
+            "recipes": list(cfg.recipes), "error": None,
+        })
+    except Exception as err:  # one failed run is a row of the table
+        row.update({"solved": False, "final_eval": None, "steps_to_solve": None,
+                    "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()})
+    row["wall_seconds"] = time.perf_counter() - t0
+    row["cpu_seconds"] = time.process_time() - cpu0
+    return row
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    keys = sorted({(r["task"], r["setting"], r["network"]) for r in rows},
+                  key=lambda k: (TASKS.index(k[0]), k[1] != "short", NETWORKS.index(k[2]) if k[2] in NETWORKS else 9))
+    for task, setting, network in keys:
+        rs = [r for r in rows if (r["task"], r["setting"], r["network"]) == (task, setting, network)]
+        n, solved = len(rs), sum(bool(r["solved"]) for r in rs)
+        ok = [r for r in rs if r.get("error") is None]
+        out.append({
+            "task": task, "setting": setting, "network": network, "seeds": n, "solved": solved,
+            "solves": solved >= -(-4 * n // 5),
+            "memory_steps": ok[0]["memory_steps"] if ok else None,
+            "chance": ok[0]["chance"] if ok else None, "best": ok[0]["best"] if ok else None,
+            "median_final_eval": _median([r["final_eval"] for r in ok]),
+            "final_evals": [r.get("final_eval") for r in sorted(rs, key=lambda r: r["seed"])],
+            "median_steps_to_solve": _median([r["steps_to_solve"] for r in ok if r["steps_to_solve"] is not None]),
+            "crossed": sum(r.get("steps_to_solve") is not None for r in ok),
+            "total_steps": _median([r["total_steps"] for r in ok]),
+            "median_steps_per_second": _median([r["steps_per_second"] for r in ok if r.get("steps_per_second")]),
+            "median_wall_seconds": _median([r["wall_seconds"] for r in rs]),
+            "errors": [r["error"] for r in rs if r.get("error")],
+        })
+    return out
+
+
+def _fmt(x: Any, spec: str = ",.0f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(summary: list[dict[str, Any]]) -> None:
+    head = ("task", "setting", "memory", "network", "solved", "eval (median)", "chance", "best", "steps to solve",
+            "budget", "steps/s")
+    lines = [head]
+    for s in summary:
+        crossed = "" if s["crossed"] in (0, s["seeds"]) else f" ({s['crossed']})"
+        lines.append((s["task"], s["setting"], _fmt(s["memory_steps"]), s["network"],
+                      f"{s['solved']}/{s['seeds']}" + ("" if s["solves"] else " NO"), _fmt(s["median_final_eval"], ".3f"),
+                      _fmt(s["chance"], ".3f"), _fmt(s["best"], ".1f"), _fmt(s["median_steps_to_solve"]) + crossed,
+                      _fmt(s["total_steps"]), _fmt(s["median_steps_per_second"])))
+    widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
+    for i, row in enumerate(lines):
+        print("  ".join(str(c).ljust(w) if j in (0, 1, 3) else str(c).rjust(w)
+                        for j, (c, w) in enumerate(zip(row, widths, strict=True))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    for s in summary:
+        for err in s["errors"]:
+            print(f"error: {s['task']} {s['setting']} {s['network']}: {err}")
+
+
+def cmd_learn(args: argparse.Namespace) -> int:
+    tasks = [t for t in args.tasks.split(",") if t]
+    networks = [n for n in args.networks.split(",") if n]
+    settings = ["short", "long"] if args.setting == "both" else [args.setting]
+    seeds = list(range(int(args.seeds))) if "," not in args.seeds else [int(s) for s in args.seeds.split(",") if s]
+    runs = [(t, n, s, st) for st in settings for t in tasks for n in networks for s in seeds]
+    runs.sort(key=lambda r: (r[3] != "long", r[1] == "mlp", r[1] == "mingru"))  # the longest first: the pool stays busy
+    print(f"{len(runs)} runs on {args.workers} workers, backend {args.backend}", flush=True)
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    with cf.ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=mp.get_context("spawn"),
+                                max_tasks_per_child=1) as pool:
+        futures = {pool.submit(run_one, t, n, s, st, args.backend, args.run_dir,
+                               args.long_steps if st == "long" else args.steps): (t, n, s, st) for t, n, s, st in runs}
+        for fut in cf.as_completed(futures):
+            t, n, s, st = futures[fut]
+            try:
+                row = fut.result()
+            except Exception as err:  # the worker died
+                row = {"task": t, "network": n, "seed": s, "setting": st, "backend": args.backend, "solved": False,
+                       "final_eval": None, "steps_to_solve": None, "wall_seconds": 0.0, "cpu_seconds": 0.0,
+                       "error": f"worker: {type(err).__name__}: {err}"}
+            rows.append(row)
+            status = ("error: " + row["error"]) if row.get("error") else (
+                f"eval {row['final_eval']:.3f} (chance {row['chance']:.3f}) {'solved' if row['solved'] else 'NOT solved'}"
+                f", at {_fmt(row['steps_to_solve'])} steps")
+            print(f"[{len(rows)}/{len(runs)} {time.perf_counter() - t0:6.0f}s] {t} {st} {n} seed {s}: {status} "
+                  f"({row['wall_seconds']:.0f}s)", flush=True)
+    summary = summarize(rows)
+    print()
+    print_table(summary)
+    result = {"command": " ".join(["memory.py", *sys.argv[1:]]), "commit": _commit(),
+              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "workers": args.workers},
+              "wall_seconds": time.perf_counter() - t0, "summary": summary,
+              "runs": sorted(rows, key=lambda r: (r["task"], r["setting"], r["network"], r["seed"]))}
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"-> {args.out}")
+    return 0
+
+
+# -- speed: the networks against a plain torch.nn.LSTM loop --------------------------------------
+
+def _noeira_speed(network: str, num_envs: int, iterations: int) -> float:
+    """Training steps/s of noeira's PPO with ``network`` (the recipe for ``repeat-first``, at
+    ``num_envs`` envs), after one warm-up iteration."""
+    import torch
+
+    from noeira.core import make_agent, make_env
+    from noeira.core.driver import resolve
+
+    cfg = resolve({"backend": "cpu", "env": {"name": "repeat-first", "num_envs": num_envs},
+                   "agent": {"name": "ppo", "network": network}})
+    torch.manual_seed(0)
+    env = make_env("repeat-first", num_envs=num_envs, backend="cpu", seed=0)
+    kw = {k: getattr(cfg.agent.config, k) for k in ("horizon", "update_epochs", "num_minibatches", "lr", "gamma",
+                                                    "hidden_sizes", "network", "torch_threads")}
+    agent = make_agent("ppo", env, **kw)
+    env.reset(seed=0)
+    agent.collect(env)
+    agent.learn()
+    t0 = time.perf_counter()
+    for _ in range(iterations):
+        agent.collect(env)
+        agent.learn()
+    return iterations * agent.steps_per_collect / (time.perf_counter() - t0)
+
+
+def _plain_lstm_speed(num_envs: int, iterations: int) -> float:
+    """The same work with ``torch.nn.LSTM``, written as CleanRL's recurrent PPO loop."""
+    import torch
+    from torch import nn
+
+    from noeira.core import make_env
+    from noeira.core.driver import resolve
+
+    cfg = resolve({"backend": "cpu", "env": {"name": "repeat-first", "num_envs": num_envs},
+                   "agent": {"name": "ppo", "network": "lstm"}}).agent.config
+    torch.manual_seed(0)
+    env = make_env("repeat-first", num_envs=num_envs, backend="cpu", seed=0)
+    n, t, h = num_envs, cfg.horizon, cfg.hidden_sizes[0]
+    layers = len(cfg.hidden_sizes)
+    obs_dim, acts = env.observation_space.shape[0], env.action_space.n
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = nn.Sequential(nn.Linear(obs_dim, h), nn.Tanh())
+            self.lstm = nn.LSTM(h, h, num_layers=layers)
+            self.actor, self.critic = nn.Linear(h, acts), nn.Linear(h, 1)
+
+        def step(self, x, state, done):  # one step, the state zeroed where an episode starts
+            keep = (~done).float().view(1, -1, 1)
+            y, state = self.lstm(self.enc(x).unsqueeze(0), (state[0] * keep, state[1] * keep))
+            return y[0], state
+
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
+    obs_b = torch.zeros(t, n, obs_dim)
+    act_b, logp_b, val_b, rew_b = (torch.zeros(t, n, dtype=torch.long), torch.zeros(t, n), torch.zeros(t, n),
+                                  torch.zeros(t, n))
+    start_b = torch.zeros(t, n, dtype=torch.bool)
+    state = (torch.zeros(layers, n, h), torch.zeros(layers, n, h))
+    starts = torch.ones(n, dtype=torch.bool)
+    obs = env.reset(seed=0)
+    gen = torch.Generator().manual_seed(0)
+    per_mb = n // cfg.num_minibatches
+
+    def iteration() -> None:
+        nonlocal state, starts, obs
+        state0 = (state[0].clone(), state[1].clone())
+        with torch.no_grad():
+            for i in range(t):
+                y, state = net.step(obs, state, starts)
+                logits, value = net.actor(y), net.critic(y).squeeze(-1)
+                dist = torch.distributions.Categorical(logits=logits)
+                a = dist.sample()
+                obs_b[i], act_b[i], logp_b[i], val_b[i], start_b[i] = obs, a, dist.log_prob(a), value, starts
+                r = env.step(a)
+                rew_b[i] = r.reward
+                starts = r.terminated | r.truncated
+                obs = r.obs
+            adv = torch.zeros(t, n)  # GAE
+            last = torch.zeros(n)
+            for i in reversed(range(t)):
+                nv = val_b[i + 1] if i + 1 < t else val_b[i]
+                nd = (start_b[i + 1] if i + 1 < t else starts).float()
+                delta = rew_b[i] + cfg.gamma * nv * (1 - nd) - val_b[i]
+                last = delta + cfg.gamma * cfg.gae_lambda * (1 - nd) * last
+                adv[i] = last
+            ret = adv + val_b
+        for _ in range(cfg.update_epochs):
+            perm = torch.randperm(n, generator=gen)
+            for m in range(cfg.num_minibatches):
+                idx = perm[m * per_mb:(m + 1) * per_mb]
+                st = (state0[0][:, idx], state0[1][:, idx])
+                ys = []
+                for i in range(t):  # the segment replayed step by step, as CleanRL does
+                    y, st = net.step(obs_b[i, idx], st, start_b[i, idx])
+                    ys.append(y)
+                y = torch.stack(ys)
+                dist = torch.distributions.Categorical(logits=net.actor(y))
+                logp, value = dist.log_prob(act_b[:, idx]), net.critic(y).squeeze(-1)
+                ratio = (logp - logp_b[:, idx]).exp()
+                a = adv[:, idx]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                pg = torch.max(-a * ratio, -a * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+                loss = pg + 0.5 * cfg.vf_coef * (value - ret[:, idx]).square().mean() - cfg.ent_coef * dist.entropy().mean()
+                opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+                opt.step()
+
+    iteration()
+    t0 = time.perf_counter()
+    for _ in range(iterations):
+        iteration()
+    return iterations * t * n / (time.perf_counter() - t0)
+
+
+def cmd_speed(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(1)
+    runs = {"noeira ppo, lstm": lambda: _noeira_speed("lstm", args.envs, args.iterations),
+            "noeira ppo, mingru": lambda: _noeira_speed("mingru", args.envs, args.iterations),
+            "plain torch.nn.LSTM loop": lambda: _plain_lstm_speed(args.envs, args.iterations)}
+    best: dict[str, float] = {}
+    for _ in range(args.rounds):  # interleaved rounds, the best of each: a shared machine's load spreads over all
+        for name, fn in runs.items():
+            best[name] = max(best.get(name, 0.0), fn())
+    print(f"training steps/s on the CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), "
+          f"{args.envs} envs, repeat-first's PPO recipe, one torch thread, {args.iterations} iterations after one "
+          f"warm-up, best of {args.rounds} interleaved rounds; commit {_commit()}")
+    for name, sps in best.items():
+        print(f"  {name:28s} {sps:10,.0f}  ({sps / best['plain torch.nn.LSTM loop']:.2f}x the plain loop)")
+    return 0
+
+
+def _commit() -> str:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _meta import commit
+
+    return commit()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("learn", help="task x setting x network x seed: eval against chance and best")
+    a.add_argument("--tasks", default=",".join(TASKS))
+    a.add_argument("--networks", default=",".join(NETWORKS))
+    a.add_argument("--setting", choices=("short", "long", "both"), default="short")
+    a.add_argument("--seeds", default="5", help="a count (5: seeds 0-4) or a comma-separated list")
+    a.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    a.add_argument("--backend", default="cpu")
+    a.add_argument("--steps", type=int, default=None, help="run.total_steps of the short runs (default: the recipe's)")
+    a.add_argument("--long-steps", type=int, default=20_000_000, help="run.total_steps of the long runs")
+    a.add_argument("--out", default="memory.json")
+    a.add_argument("--run-dir", default="runs/memory")
+    s = sub.add_parser("speed", help="training steps/s of lstm and mingru against a plain torch.nn.LSTM loop")
+    s.add_argument("--envs", type=int, default=16)
+    s.add_argument("--iterations", type=int, default=5)
+    s.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    return cmd_learn(args) if args.cmd == "learn" else cmd_speed(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
