@@ -1,4 +1,5 @@
-"""PPO on Craftax-Classic: training steps/s (env + policy + learning, everything counted) and score
+"""PPO on Craftax-Classic (or, with ``--env craftax``, the full game): training steps/s (env + policy
++ learning, everything counted) and score
 (mean episode return, Craftax score, the 22 achievement success rates) as curves over env steps
 and wall time, for each num_envs x graph x network x precision x optimizer asked for.
 
@@ -23,6 +24,7 @@ commit, the device, throughput and the score curve) is appended to FILE.
         --optimizer adam,muon --steps 2e8 --json craftax-ablation.json        # equal steps
     python benchmarks/ppo_craftax.py --recipe quality --steps 1e9 --json craftax-1e9.json
     python benchmarks/ppo_craftax.py --recipe throughput --num-envs 65536 --graph device --seconds 0
+    python benchmarks/ppo_craftax.py --env craftax --recipe hook --num-envs 8192 --steps 5e7   # the full game
     python benchmarks/ppo_craftax.py --recipe quality --seeds 0,1,2 --seconds 30 --iterations 0 \
         --json craftax-30s.json                                               # the 30-second score, 3 seeds
 
@@ -206,7 +208,9 @@ def main() -> int:
     p.add_argument("--profile", action="store_true", help="after the throughput phase: the top kernels of one "
                    "eager collect and one eager learn (torch.profiler)")
     p.add_argument("--quick", action="store_true", help="a small CPU-sized run (64 envs, short segments, 10 s)")
+    p.add_argument("--env", default=ENV, help="craftax-classic (default) or craftax (the full game; use --recipe hook)")
     args = p.parse_args()
+    globals()["ENV"] = args.env
     _require_env()
 
     from noeira.core.config import parse_overrides

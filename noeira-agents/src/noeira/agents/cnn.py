@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from noeira.agents.layers import layer_init
 from noeira.agents.networks import activation, network_options
-from noeira.core import registry
+from noeira.core import contracts, registry
 from noeira.core.config import one_of
 from noeira.core.contracts import NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
@@ -239,19 +239,23 @@ class Stacked(nn.Module):
                                             activation=spec.activation, output_gains=spec.output_gains,
                                             options=o.top))
         self.recurrent = bool(self.top.recurrent)
+        self._heads = contracts.takes_heads(self.top.forward), contracts.takes_heads(self.top.forward_sequence)
 
     def initial_state(self, batch: int) -> PolicyState:
         return self.top.initial_state(batch)
 
     def forward(self, obs: Tensor, state: PolicyState, done: Tensor | None,
                 heads: Sequence[str] | None = None) -> tuple[dict[str, Tensor], PolicyState]:
-        return self.top(self.torso.features(obs), state, done, heads)
+        x = self.torso.features(obs)
+        return self.top(x, state, done, heads=heads) if self._heads[0] else self.top(x, state, done)
 
     def forward_sequence(self, obs: Tensor, state: PolicyState, done: Tensor,
                          heads: Sequence[str] | None = None) -> dict[str, Tensor]:
         t, b = obs.shape[:2]
         x = self.torso.features(obs.reshape(t * b, *obs.shape[2:])).view(t, b, -1)
-        return self.top.forward_sequence(x, state, done, heads)
+        if self._heads[1]:
+            return self.top.forward_sequence(x, state, done, heads=heads)
+        return self.top.forward_sequence(x, state, done)
 
 
 def network_class(name: str) -> type:
@@ -261,8 +265,8 @@ def network_class(name: str) -> type:
         return registry.load("networks", name)
     torso_name, _, top_name = name.partition("+")
     torso, top = registry.load("networks", torso_name), registry.load("networks", top_name)
-    if not hasattr(torso, "features"):
+    if not contracts.is_torso(torso):
         raise ConfigError(f"agent.network: {torso_name!r} cannot be a torso (it has no features(); "
                           "nature-cnn and impala-cnn can)")
     return type(f"Stacked[{name}]", (Stacked,), {"torso_cls": torso, "top_cls": top,
-                                                 "reads_raw": getattr(torso, "reads_raw", False)})
+                                                 "reads_raw": contracts.reads_raw(torso)})

@@ -20,6 +20,7 @@ from noeira.agents.cnn import network_class
 from noeira.agents.distributions import make_head
 from noeira.agents.layers import RunningMeanStd, space_dim
 from noeira.agents.precision import PRECISIONS, check_precision
+from noeira.core import contracts
 from noeira.core.config import at_least
 from noeira.core.contracts import EnvSpec, NetworkSpec, PolicyState
 from noeira.core.spaces import Encoded
@@ -101,9 +102,9 @@ class ActorCritic(nn.Module):
         self.obs_rms = RunningMeanStd(self.obs_shape, device=device) if cfg.norm_obs else None
         net_cls = network_class(cfg.network)  # a registered network, or torso+top (noeira.agents.cnn)
         self.reads_code = (isinstance(space, Encoded) and space.decode_into is not None and not cfg.norm_obs
-                           and getattr(net_cls, "reads_code", False))  # an optional capability of a network class
+                           and contracts.reads_code(net_cls))
         # a network that takes the observation as the env gives it (a CNN: uint8 frames, scaled inside)
-        self.reads_raw = (not isinstance(space, Encoded) and not cfg.norm_obs and getattr(net_cls, "reads_raw", False))
+        self.reads_raw = (not isinstance(space, Encoded) and not cfg.norm_obs and contracts.reads_raw(net_cls))
         self.net = net_cls(NetworkSpec(
             observation_shape=self.obs_shape, outputs={"actor": self.head.num_outputs, "critic": 1},
             device=torch.device(device), hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
@@ -112,6 +113,7 @@ class ActorCritic(nn.Module):
         ))
         self.net.to(device)
         self.recurrent = bool(self.net.recurrent)
+        self._heads = contracts.takes_heads(self.net.forward)  # else the network computes every head
 
     def initial_state(self, batch: int) -> PolicyState:
         return self.net.initial_state(batch)
@@ -134,10 +136,15 @@ class ActorCritic(nn.Module):
     def _shaped(self, x: Tensor) -> Tensor:
         return x if self.reads_code or self.reads_raw else x.view(*x.shape[:-1], *self.obs_shape)
 
+    def _forward(self, x: Tensor, state: PolicyState, done: Tensor | None,
+                 heads: tuple[str, ...]) -> tuple[dict[str, Tensor], PolicyState]:
+        """The network on ``x``, asked for ``heads`` where it takes the keyword."""
+        return self.net(x, state, done, heads=heads) if self._heads else self.net(x, state, done)
+
     def value(self, x: Tensor, state: PolicyState = None) -> Tensor:
         """``x [B, obs_dim]`` (from :meth:`observe`) -> ``V(x) [B]`` (float32), continuing ``state``."""
         done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device) if self.recurrent else None
-        out, _ = self.net(self._shaped(x), state, done, heads=("critic",))
+        out, _ = self._forward(self._shaped(x), state, done, ("critic",))
         return out["critic"].squeeze(-1).float()
 
     def act(self, x: Tensor, state: PolicyState, done: Tensor | None,
@@ -149,7 +156,7 @@ class ActorCritic(nn.Module):
 
     def mode(self, x: Tensor, state: PolicyState, done: Tensor | None) -> tuple[Tensor, PolicyState]:
         """The most likely action and the next state."""
-        out, state = self.net(self._shaped(x), state, done, heads=("actor",))
+        out, state = self._forward(self._shaped(x), state, done, ("actor",))
         return self.head.mode(out["actor"]), state
 
     def evaluate(self, x: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:

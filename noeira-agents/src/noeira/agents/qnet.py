@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from noeira.agents.cnn import network_class
 from noeira.agents.layers import space_dim
+from noeira.core import contracts
 from noeira.core.contracts import NetworkSpec
 from noeira.core.errors import ConfigError
 
@@ -100,7 +101,7 @@ class QNet(nn.Module):
             in_dim = space_dim(obs_shape)
         else:
             cls = network_class(network)
-            if not hasattr(cls, "features") or "+" in network:
+            if not contracts.is_torso(cls) or "+" in network:
                 raise ConfigError(f"agent.network: {network!r} cannot be a Q-network's torso (it needs features() and "
                                   "no recurrent state: mlp, nature-cnn, impala-cnn)")
             self.torso = cls(NetworkSpec(observation_shape=tuple(obs_shape), outputs={}, device=torch.device(device),

@@ -58,6 +58,7 @@ def _writer(args: argparse.Namespace, fps: int, features: dict[str, Any], robot_
 
 
 def _record_sim(args: argparse.Namespace) -> int:
+    from noeira.core import contracts
     from noeira.core.api import make_env
     from noeira.core.config import parse_overrides
     from noeira.core.dataset.record import SIM_PREFIX, env_features, record_env, scripted_policy
@@ -94,11 +95,11 @@ def _record_sim(args: argparse.Namespace) -> int:
         hw = None
         if args.camera:
             try:
-                frame = env.render()
+                frame = contracts.render(env)
             except NotImplementedError:
                 raise UserError(f"--camera: env {env_name!r} cannot render frames") from None
             hw = (int(frame.shape[1]), int(frame.shape[2]))
-        fps = int(round(args.fps or getattr(env, "render_fps", None) or 30))
+        fps = int(round(args.fps or contracts.render_fps(env) or 30))
         writer = _writer(args, fps, env_features(env.spec, hw), f"{SIM_PREFIX}{env_name}")
         with _stop_requests() as stop, writer:
             def report(index: int, frames: int, ret: float) -> None:

@@ -3,10 +3,19 @@
 Shapes: ``N = num_envs``. Observations are ``[N, *observation_space.shape]``, actions
 ``[N, *action_space.shape]``, rewards / flags ``[N]``. Every tensor lives on the env's
 ``device``. Conformance checks for each protocol are in :mod:`noeira.core.testing`.
+
+**Optional members.** Each protocol lists what every plugin of its kind has (required) and, in
+its docstring, what a plugin may leave out (optional), with what leaving it out means. Code
+that holds any plugin of a kind reads an optional member through this module's function
+named after it (:func:`render_fps`, :func:`episode_stat_keys`, :func:`graph_warmup`...), the one
+place that holds its default, so a plugin written with the required members alone works.
+Code that holds a class which declares the member (a :class:`noeira.core.TensorEnv`) reads it
+as a plain attribute. The conformance kit checks an optional member's type where it is present.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,6 +38,21 @@ __all__ = [
     "PolicyState",
     "RobotDriver",
     "StepResult",
+    "close_physics",
+    "episode_metrics",
+    "episode_stat_keys",
+    "evaluation_config",
+    "graph_reference",
+    "graph_warmup",
+    "is_torso",
+    "learns_from_dataset",
+    "physics_capture_safe",
+    "policy_module",
+    "reads_code",
+    "reads_raw",
+    "render",
+    "render_fps",
+    "takes_heads",
 ]
 
 EnvState = Tensor | dict[str, Tensor]
@@ -111,6 +135,19 @@ class BatchedEnv(Protocol):
     on the device; completed-episode sums are read with :meth:`pop_episode_stats`.
     ``capture_safe`` declares that ``step`` does no host sync and no allocation whose shape
     changes, so it can be recorded in a CUDA graph.
+
+    Optional members (read them through the functions of the same name below, which hold the
+    defaults; :class:`noeira.core.TensorEnv` declares them all, with those defaults):
+
+    - ``episode_stat_keys: tuple[str, ...]`` — the extra per-episode statistics whose
+      ``<key>_sum`` :meth:`pop_episode_stats` returns. Default ``()``.
+    - ``episode_metrics(means) -> dict[str, float]`` — metrics derived on the host from the
+      episode means (``episode_<key>``), such as the Craftax score. Default: none.
+    - ``render() -> Tensor`` — RGB frames ``[N, H, W, 3]`` uint8 of every env (off the hot path,
+      may sync). Absent, or raising ``NotImplementedError``: the env cannot render.
+    - ``render_fps: float`` — a video's frame rate. Default ``None`` (the caller picks one).
+    - classmethod ``evaluation_config(config) -> config`` — the config of the env the driver
+      scores a policy on. Default: the training config.
     """
 
     num_envs: int
@@ -175,6 +212,14 @@ class Agent(Protocol):
         done = torch.ones(num_envs, dtype=torch.bool)     # every env starts an episode
         action, state = agent.act(obs, state, done, deterministic=True)
         result = env.step(action); done = result.terminated | result.truncated
+
+    Optional members (read through :func:`policy_module` and :func:`learns_from_dataset`):
+
+    - ``policy_module() -> nn.Module`` — the deterministic policy as one module, which
+      ``noeira export`` traces and ``noeira deploy`` runs (see ``noeira.agents.exportable``).
+      Absent: the agent cannot be exported.
+    - ``learns_from_dataset: bool`` with ``load_dataset(path)`` — an agent that learns offline
+      from a LeRobot dataset (``run.dataset``). Default ``False``.
     """
 
     config: Any
@@ -236,16 +281,28 @@ class Network(Protocol):
     :meth:`initial_state`'s before the input is read, by arithmetic (``state * ~done``), not by a
     host-side branch, so the forward pass can be recorded in a CUDA graph.
 
-    Optional class attribute ``reads_code = True``: given ``spec.decode_into``, the network also
-    takes an ``Encoded`` observation's integer codes ``[B, *code_shape]`` in place of the floats,
-    with the same outputs (the agent then stores and passes codes)."""
+    Optional members (read through the functions of the same name below; all on the class):
+
+    - ``reads_code: bool`` — given ``spec.decode_into``, the network also takes an ``Encoded``
+      observation's integer codes ``[B, *code_shape]`` in place of the floats, with the same
+      outputs (the agent then stores and passes codes). Default ``False``.
+    - ``reads_raw: bool`` — the network takes the observation as the env gives it (uint8
+      frames, scaled inside), not flattened floats. Default ``False``.
+    - ``features(obs) -> [B, feature_dim]`` — the network is a torso whose features another
+      network can take as its observation (``agent.network=torso+top``). Default: not a torso.
+    - ``forward(..., heads=None)`` and ``forward_sequence(..., heads=None)`` — a keyword naming
+      the heads the caller reads (a critic's value alone), so the network may skip the others;
+      it returns at least those. Default: a network whose method lacks the keyword is called
+      without it and computes every head (:func:`takes_heads`).
+    """
 
     recurrent: bool
 
     def initial_state(self, batch: int) -> PolicyState:
         """The state at an episode start for ``batch`` envs (``None`` when not recurrent)."""
     def forward(self, obs: Tensor, state: PolicyState, done: Tensor) -> tuple[dict[str, Tensor], PolicyState]:
-        """One step: ``obs [B, ...]`` -> ``({head: [B, width]}, next state)``."""
+        """One step: ``obs [B, ...]`` -> ``({head: [B, width]}, next state)`` (optionally
+        ``heads=`` too: see the class docstring)."""
     def forward_sequence(self, obs: Tensor, state: PolicyState, done: Tensor) -> dict[str, Tensor]:
         """A segment: ``obs [T, B, ...]``, the state before its first step, ``done [T, B]`` ->
         ``{head: [T, B, width]}``, equal to ``T`` calls of :meth:`forward` (truncated BPTT:
@@ -254,7 +311,16 @@ class Network(Protocol):
 
 @runtime_checkable
 class GraphBackend(Protocol):
-    """Records a step function once and replays it (``eager`` just calls it)."""
+    """Records a step function once and replays it (``eager`` just calls it).
+
+    Optional members (read through :func:`graph_warmup` and :func:`graph_reference`):
+
+    - ``warmup: int`` — how many calls of a wrapped step run eagerly before it is recorded
+      (``noeira verify-graph`` labels the calls by it). Default ``0``.
+    - ``reference(fn, backend) -> Callable`` — ``fn`` as the backend runs it but unrecorded
+      (``device``: compiled, not recorded), the bit-exact reference ``verify-graph`` compares
+      replays with. Default ``None``: plain eager calls are the reference.
+    """
 
     name: str
 
@@ -266,10 +332,22 @@ class GraphBackend(Protocol):
 @runtime_checkable
 class PhysicsEngine(Protocol):
     """An MJCF model stepped for ``num_worlds`` worlds; state as torch tensors
-    (``[num_worlds, nq]`` etc.), views without copies where the engine allows."""
+    (``[num_worlds, nq]`` etc.), views without copies where the engine allows.
+
+    ``forward(mask)`` and ``reset(mask)`` act on the worlds where ``mask [num_worlds]`` (bool) is
+    True, on every world without one.
+
+    Optional members (read through :func:`physics_capture_safe` and :func:`close_physics`):
+
+    - ``capture_safe: bool`` — ``step``/``forward``/``reset`` do no host sync, so an env built on
+      the engine can be recorded as a CUDA graph. Default ``False``.
+    - ``close()`` — release threads, processes or device memory. Default: nothing to release.
+    """
 
     num_worlds: int
     device: torch.device
+    dtype: torch.dtype
+    """The state tensors' dtype (float64 for MuJoCo's own precision)."""
     qpos: Tensor
     qvel: Tensor
     ctrl: Tensor
@@ -277,7 +355,7 @@ class PhysicsEngine(Protocol):
     sensordata: Tensor
 
     def step(self, nstep: int = 1) -> None: ...
-    def forward(self) -> None: ...
+    def forward(self, mask: Tensor | None = None) -> None: ...
     def reset(self, mask: Tensor | None = None) -> None: ...
 
 
@@ -294,3 +372,104 @@ class RobotDriver(Protocol):
     def disarm(self) -> None: ...
     def read(self, raw: bool = False) -> dict[str, float]: ...
     def send_action(self, action: Mapping[str, float]) -> dict[str, float]: ...
+
+
+# -- optional members: the one place that reads them and holds their defaults ---------------
+# (see the module docstring; each protocol's docstring says what the member means)
+
+
+def episode_stat_keys(env: BatchedEnv) -> tuple[str, ...]:
+    """``env.episode_stat_keys``: the extra per-episode statistics it reports; ``()`` without."""
+    return tuple(getattr(env, "episode_stat_keys", ()))
+
+
+def episode_metrics(env: BatchedEnv, means: Mapping[str, float]) -> dict[str, float]:
+    """``env.episode_metrics(means)``: metrics derived from the episode means; ``{}`` without."""
+    derive = getattr(env, "episode_metrics", None)
+    return dict(derive(means)) if derive is not None else {}
+
+
+def render(env: BatchedEnv) -> Tensor:
+    """``env.render()``: frames ``[N, H, W, 3]`` uint8. ``NotImplementedError`` when the env
+    cannot render (it has no ``render``, or its ``render`` says so)."""
+    draw = getattr(env, "render", None)
+    if draw is None:
+        raise NotImplementedError(f"env {getattr(env, 'name', type(env).__name__)!r} cannot render frames "
+                                  "(it has no render())")
+    return draw()
+
+
+def render_fps(env: BatchedEnv) -> float | None:
+    """``env.render_fps``: a video's frame rate; ``None`` without (the caller picks one)."""
+    fps = getattr(env, "render_fps", None)
+    return float(fps) if fps is not None else None
+
+
+def evaluation_config(env_cls: type, config: Any) -> Any:
+    """``env_cls.evaluation_config(config)``: the config of the env that scores a policy;
+    ``config`` itself without."""
+    adjust = getattr(env_cls, "evaluation_config", None)
+    return adjust(config) if adjust is not None else config
+
+
+def policy_module(agent: Agent) -> Any:
+    """``agent.policy_module()``: the deterministic policy as one ``nn.Module``.
+    ``NotImplementedError`` when the agent offers none."""
+    make = getattr(agent, "policy_module", None)
+    if make is None:
+        raise NotImplementedError(f"{type(agent).__name__} has no policy_module()")
+    return make()
+
+
+def learns_from_dataset(agent: Agent) -> bool:
+    """``agent.learns_from_dataset``: it learns offline, from ``load_dataset(path)``; ``False`` without."""
+    return bool(getattr(agent, "learns_from_dataset", False))
+
+
+def reads_code(network_cls: type) -> bool:
+    """``network_cls.reads_code``: it takes an ``Encoded`` observation's codes; ``False`` without."""
+    return bool(getattr(network_cls, "reads_code", False))
+
+
+def reads_raw(network_cls: type) -> bool:
+    """``network_cls.reads_raw``: it takes the observation as the env gives it; ``False`` without."""
+    return bool(getattr(network_cls, "reads_raw", False))
+
+
+def is_torso(network_cls: type) -> bool:
+    """Whether ``network_cls`` has ``features(obs)``: a torso another network can sit on."""
+    return callable(getattr(network_cls, "features", None))
+
+
+def takes_heads(method: Callable[..., Any]) -> bool:
+    """Whether a network's ``forward`` or ``forward_sequence`` takes the ``heads`` keyword; asked
+    once when an agent builds, not per call (a network without it computes every head)."""
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "heads" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def graph_warmup(graph: GraphBackend) -> int:
+    """``graph.warmup``: eager calls of a wrapped step before it is recorded; ``0`` without."""
+    return int(getattr(graph, "warmup", 0))
+
+
+def graph_reference(graph: GraphBackend) -> Callable[..., Any] | None:
+    """``graph.reference``: ``wrap``'s signature, the step as the backend runs it unrecorded;
+    ``None`` without (eager calls are the reference)."""
+    return getattr(graph, "reference", None)
+
+
+def physics_capture_safe(engine: PhysicsEngine) -> bool:
+    """``engine.capture_safe``: it steps without host syncs; ``False`` without."""
+    return bool(getattr(engine, "capture_safe", False))
+
+
+def close_physics(engine: PhysicsEngine) -> None:
+    """``engine.close()`` where the engine has one (threads, processes, device memory)."""
+    close = getattr(engine, "close", None)
+    if close is not None:
+        close()
+

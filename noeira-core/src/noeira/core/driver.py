@@ -20,14 +20,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 
-from noeira.core import distributed, registry, rng
+from noeira.core import contracts, distributed, registry, rng
 from noeira.core.api import get_backend, get_graph_backend, split_name
 from noeira.core.config import GraphConfig, RunConfig, load_toml
 from noeira.core.contracts import Agent, Backend, BatchedEnv
@@ -93,8 +93,8 @@ def build_env(cfg: RunConfig, backend: Backend, num_envs: int | None = None, see
     base, _ = split_name(cfg.env.name)
     cls = registry.load("envs", base)
     config = cfg.env.config
-    if evaluation and hasattr(cls, "evaluation_config"):
-        config = cls.evaluation_config(config)
+    if evaluation:
+        config = contracts.evaluation_config(cls, config)
     return cls(config, num_envs=num_envs or cfg.num_envs, backend=backend, seed=seed)
 
 
@@ -237,19 +237,17 @@ def parameter_hash(agent: Agent, backend: Backend) -> str:
     return h.hexdigest()[:16]
 
 
-def episode_metrics(env: BatchedEnv, host: dict[str, float]) -> dict[str, float]:
-    """Turn the episode sums read from the device (``pop_episode_stats``) into means:
-    ``episode_return``, ``episode_length``, ``episode_<key>`` for each extra ``<key>_sum``, what the
-    env derives from those (``episode_metrics``), and ``episodes`` (the count). Edits ``host``."""
+def episode_metrics(env: BatchedEnv, host: dict[str, float], stat_keys: Iterable[str]) -> dict[str, float]:
+    """Turn the episode sums read from the device (``pop_episode_stats``, whose keys are
+    ``stat_keys``) into means: ``episode_return``, ``episode_length``, ``episode_<key>`` for each
+    extra ``<key>_sum``, what the env derives from those (its optional ``episode_metrics``), and
+    ``episodes`` (the count). Edits ``host``, which holds the agent's metrics too."""
     count = host.pop("count")
-    sums = {k[: -len("_sum")]: host.pop(k) for k in [k for k in host if k.endswith("_sum")]
-            if k in ("return_sum", "length_sum") or k[: -len("_sum")] in getattr(env, "episode_stat_keys", ())}
+    sums = {k[: -len("_sum")]: host.pop(k) for k in stat_keys if k.endswith("_sum")}
     out: dict[str, float] = {}
     if count > 0:
         out = {f"episode_{k}": v / count for k, v in sums.items()}
-        derive = getattr(env, "episode_metrics", None)
-        if derive is not None:
-            out.update(derive(out))
+        out.update(contracts.episode_metrics(env, out))
     host.update(out)
     host["episodes"] = count
     return host
@@ -366,7 +364,8 @@ def train(cfg: RunConfig, run_dir: str | Path | None = None, backend: Backend | 
                 run.env_steps += steps_per_iteration
                 last = run.env_steps >= cfg.run.total_steps
                 if main and (run.iteration % cfg.run.log_interval == 0 or last):
-                    host = episode_metrics(env, backend.to_host({**metrics, **env.pop_episode_stats()}))
+                    stats = env.pop_episode_stats()
+                    host = episode_metrics(env, backend.to_host({**metrics, **stats}), stats)
                     now = time.perf_counter()
                     host["steps_per_second"] = (run.env_steps - window_steps) / max(now - window_t, 1e-9)
                     host["time"] = now - t0  # seconds of training in this process (learning curves over time)

@@ -136,6 +136,8 @@ class TensorEnv:
     resume_caveat: str | None = None
     """Why a run resumed from :meth:`state_dict` does not continue bit-identically (one line;
     None: it does)."""
+    render_fps: float | None = None
+    """A video's frame rate, for an env that renders (None: the caller picks one)."""
 
     def __init__(
         self,
@@ -206,6 +208,12 @@ class TensorEnv:
         saved values back into them in place (so recorded graphs keep their tensors). None by
         default; a subclass adds its own (``{**super()._extra_state(), "key": self.key}``)."""
         return {}
+
+    @classmethod
+    def evaluation_config(cls, config: Any) -> Any:
+        """The config of the env that scores a policy (the final evaluation, ``noeira eval``,
+        ``--video``); the training config by default."""
+        return config
 
     def render(self) -> Tensor:
         """RGB frames of the current state of every env, ``[N, H, W, 3]`` uint8 on any device
@@ -318,11 +326,23 @@ class TensorEnv:
                         self.name, ", ".join(missing) or "-", ", ".join(unknown) or "-")
 
     def pop_episode_stats(self) -> dict[str, Tensor]:
+        """Device scalars ``return_sum``, ``length_sum``, ``count`` of the episodes completed since
+        the last call and ``<key>_sum`` for each of ``episode_stat_keys``; then zero them. The
+        one way episode statistics leave the env."""
         s = self._stats.clone()
         self._stats.zero_()
         out = {"return_sum": s[0], "length_sum": s[1], "count": s[2]}
         out.update({f"{k}_sum": s[3 + i] for i, k in enumerate(self.episode_stat_keys)})
         return out
+
+    def uncount_episodes(self, mask: Tensor, returns: Tensor, lengths: Tensor) -> None:
+        """Take episodes back out of the completed-episode sums not yet popped: those of the envs
+        where ``mask [N]`` (bool) is True, which ended with ``returns [N]`` and ``lengths [N]``.
+        For a wrapper that undoes a step (the gymnasium bridge's next-step autoreset). Their
+        ``episode_stat_keys`` values stay counted (the env read them inside the step). No host sync."""
+        d = mask.to(self._stats.dtype)
+        sums = [(returns.to(d.dtype) * d).sum(), (lengths.to(d.dtype) * d).sum(), d.sum()]
+        self._stats[:3] -= torch.stack(sums)
 
     def close(self) -> None:
         pass

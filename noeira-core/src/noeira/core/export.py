@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from noeira.core import contracts
 from noeira.core.driver import LoadedRun, load_run
 from noeira.core.errors import UserError
 
@@ -40,11 +41,11 @@ EXPORT_EXTRA = "noeira-core[export]"
 
 
 def policy_module(agent: Any, name: str) -> torch.nn.Module:
-    make = getattr(agent, "policy_module", None)
-    if make is None:
+    try:
+        module = contracts.policy_module(agent)
+    except NotImplementedError:
         raise UserError(f"agent {name!r} does not offer its policy as a module (policy_module()), so it cannot be "
-                        "exported or deployed")
-    module = make()
+                        "exported or deployed") from None
     module.eval()
     return module
 
@@ -71,7 +72,7 @@ def describe(run: LoadedRun, module: torch.nn.Module, batch: int = 1) -> dict[st
         "recurrent": bool(getattr(module, "recurrent", False)),
         "observation": {**_space_meta(spec.observation_space), **own.pop("observation", {})},
         "action": {**_space_meta(spec.action_space), **own.pop("action", {})},
-        "fps": own.pop("fps", None) or getattr(run.env, "render_fps", None),
+        "fps": own.pop("fps", None) or contracts.render_fps(run.env),
     }
     if meta["recurrent"]:
         state = module.initial_state(batch)

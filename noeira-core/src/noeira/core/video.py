@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from noeira.core import contracts
 from noeira.core.errors import UserError
 
 __all__ = ["EXTRA", "record_video", "write_video"]
@@ -92,12 +93,9 @@ def record_video(run_dir: str | Path, path: str | Path, *, backend: str | None =
     run = load_run(run_dir, num_envs=1, backend=backend)
     env, agent, cfg, seed = run.env, run.agent, run.cfg, run.seed
     try:
-        render = getattr(env, "render", None)
         obs = env.reset(seed=seed)
         try:
-            if render is None:
-                raise NotImplementedError
-            frame = render()
+            frame = contracts.render(env)
         except NotImplementedError:
             raise UserError(f"--video: env {cfg.env.name!r} cannot render frames (it has no render(); the classic-control, "
                             "MuJoCo and Craftax envs can)") from None
@@ -113,8 +111,8 @@ def record_video(run_dir: str | Path, path: str | Path, *, backend: str | None =
             if bool(done[0]):
                 break
             obs = result.obs
-            frame = render()
-        rate = float(fps or getattr(env, "render_fps", None) or 30.0)
+            frame = contracts.render(env)
+        rate = float(fps or contracts.render_fps(env) or 30.0)
     finally:
         env.close()
     h, w = frames[0].shape[:2]

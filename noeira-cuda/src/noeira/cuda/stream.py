@@ -138,7 +138,7 @@ class RecordedStep:
         dev = self.backend.device
         pool, side = self.owner.resources(dev)
         graph = torch.cuda.CUDAGraph()
-        gens = [g for g in getattr(self.backend, "generators", []) if g.device.type == "cuda"]
+        gens = [g for g in self.backend.generators if g.device.type == "cuda"]
         if gens and hasattr(graph, "register_generator_state"):
             for g in gens:
                 graph.register_generator_state(g)

@@ -28,7 +28,7 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from noeira.core import distributed
+from noeira.core import contracts, distributed
 from noeira.core.api import get_graph_backend
 from noeira.core.config import RunConfig
 from noeira.core.driver import choose_graph, process_backend, records_learn
@@ -157,11 +157,11 @@ def cmd_verify_graph(args: argparse.Namespace) -> int:
     rank, world_size = backend.rank, backend.world_size
     graph_name = choose_graph(cfg.graph, backend)
     graph = get_graph_backend(graph_name)
-    warmup = int(getattr(graph, "warmup", 0))
+    warmup = contracts.graph_warmup(graph)
     records = graph.available(backend) and graph_name != "eager"
     if k < 1 or (records and k <= warmup):
         raise UserError(f"--iterations: must be more than graph {graph_name!r}'s {warmup} warm-up calls, got {k}")
-    reference: Wrap = getattr(graph, "reference", None)
+    reference: Wrap = contracts.graph_reference(graph)
     ref_name = f"{graph_name} compiled, unrecorded" if reference else "eager"
     header = (f"verify-graph: {cfg.agent.name} on {cfg.env.name} ({backend.name}), {ref_name} vs graph {graph_name!r}, "
               f"{k} iterations")

@@ -35,7 +35,7 @@ and its float32 observations); a MuJoCo env's ``get_state()`` is ``qpos, qvel``,
 caches such as the solver's warm start keep the ignored step, a difference within the
 solver's tolerance. If the ignored step would have ended a pending env (an env that can end on its first step, or
 ``max_episode_steps=1``), the env counted that episode: the bridge takes its return, length
-and count back out of ``pop_episode_stats``; an env's extra per-episode statistics
+and count back out of ``pop_episode_stats`` (``TensorEnv.uncount_episodes``); an env's extra per-episode statistics
 (``episode_stat_keys``) keep it. Reset draws advance as if the ignored step had been taken,
 which changes which random start later episodes get, not their distribution. Cost: on a step
 after some env ended, one copy of the state and one ``set_state``. Next-step needs a
@@ -273,14 +273,9 @@ class NoeiraVectorEnv(VectorEnv):
 
     def _uncount(self, env: TensorEnv, phantom: Tensor, reward: Tensor, counters: list[Tensor]) -> None:
         """Take the episodes that ended in the ignored step (``phantom``) out of the env's
-        episode sums (``TensorEnv._stats``: return, length, count first)."""
-        stats = getattr(env, "_stats", None)
-        if not isinstance(stats, Tensor):
-            return
+        episode sums (``TensorEnv.uncount_episodes``)."""
         _, ret, length = counters
-        d = phantom.to(stats.dtype)
-        sums = [((ret + reward.to(ret.dtype)) * d).sum(), ((length + 1) * d).sum(), d.sum()]
-        stats[:3] -= torch.stack([x.to(stats.dtype) for x in sums])
+        env.uncount_episodes(phantom, ret + reward.to(ret.dtype), length + 1)
 
     def _step_same(self, action: Tensor) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         r = self.env.step(action)

@@ -19,6 +19,10 @@ def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None,
         from noeira.envs.craftax.recipes import ppo_recipe
 
         return ppo_recipe(backend, num_envs, network)
+    if agent == "ppo" and env == "craftax":
+        from noeira.envs.craftax_full.recipes import ppo_recipe as full_recipe
+
+        return full_recipe(backend, num_envs, network)
     if agent == "ppo" and env in MEMORY_TASKS:
         from noeira.envs.memory.recipes import ppo_recipe as memory_recipe
 

@@ -28,7 +28,7 @@ import attrs
 import torch
 from torch import Tensor
 
-from noeira.core import Backend, Box, TensorEnv, make_physics
+from noeira.core import Backend, Box, TensorEnv, contracts, make_physics
 
 __all__ = ["MODEL", "Reach"]
 
@@ -84,7 +84,7 @@ class Reach(TensorEnv):
             action_space=Box(-1.0, 1.0, shape=(2,), device=dev),
             max_episode_steps=config.max_episode_steps, seed=seed,
             # recordable exactly when the engine's step is (pointmass: yes; mujoco: no, it syncs)
-            capture_safe=bool(getattr(self.physics, "capture_safe", False)),
+            capture_safe=contracts.physics_capture_safe(self.physics),
         )
         self.target = torch.zeros(num_envs, 2, device=dev)
         self.reached = torch.zeros(num_envs, dtype=torch.bool, device=dev)
@@ -151,6 +151,4 @@ class Reach(TensorEnv):
         return frame
 
     def close(self) -> None:
-        close = getattr(self.physics, "close", None)  # the mujoco engine ends its worker threads
-        if close is not None:
-            close()
+        contracts.close_physics(self.physics)  # the mujoco engine ends its worker threads

@@ -48,8 +48,10 @@ def attach_dataset(agent: Any, cfg: Any) -> bool:
     """Give an offline agent its dataset; refuse a dataset to an agent that learns from an env,
     and an offline agent without one. Returns whether the agent learns from a dataset (its
     ``collect`` does nothing, so there is nothing to record as a graph)."""
+    from noeira.core import contracts
+
     path = cfg.run.dataset
-    learns = bool(getattr(agent, "learns_from_dataset", False))
+    learns = contracts.learns_from_dataset(agent)
     if path and not learns:
         raise ConfigError(f"run.dataset: agent {cfg.agent.name!r} learns from its env, not from a dataset "
                           "(the agents that learn from one: bc, act)")

@@ -19,12 +19,22 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from noeira.core import registry
+from noeira.core import contracts, registry
 from noeira.core.api import get_backend, make_env
-from noeira.core.contracts import Agent, Backend, BatchedEnv, EnvSpec, GraphBackend, Network, NetworkSpec, StepResult
+from noeira.core.contracts import (
+    Agent,
+    Backend,
+    BatchedEnv,
+    EnvSpec,
+    GraphBackend,
+    Network,
+    NetworkSpec,
+    PhysicsEngine,
+    StepResult,
+)
 from noeira.core.spaces import Box, Discrete, Encoded, MultiDiscrete
 
-__all__ = ["check_agent", "check_backend", "check_env", "check_graph_backend", "check_network"]
+__all__ = ["check_agent", "check_backend", "check_env", "check_graph_backend", "check_network", "check_physics"]
 
 EnvFactory = Callable[[int | None], BatchedEnv]
 
@@ -62,6 +72,7 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
         assert isinstance(space, (Box, Discrete, MultiDiscrete, Encoded)), f"{what}: {space!r} is not a noeira space"
     assert isinstance(a.spec, EnvSpec) and a.spec.num_envs == n, "spec does not describe the env"
     assert isinstance(a.capture_safe, bool), "capture_safe must be a bool"
+    _check_env_optional(a)
 
     obs = a.reset(seed=seed)
     _check_batch(a.observation_space, obs, n, "reset() obs", dev)
@@ -117,19 +128,35 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
         running_return[done] = 0.0
         since_done[done] = 0
     stats = a.pop_episode_stats()
-    assert set(stats) >= {"return_sum", "length_sum", "count"}, "pop_episode_stats keys"
+    keys = {"return_sum", "length_sum", "count", *(f"{k}_sum" for k in contracts.episode_stat_keys(a))}
+    assert set(stats) == keys, f"pop_episode_stats keys {sorted(stats)} != {sorted(keys)} (episode_stat_keys' sums)"
     assert int(stats["count"]) == dones, f"episode count {int(stats['count'])} != episodes ended {dones}"
     assert int(stats["length_sum"]) == length_sum, \
         f"episode length sum {int(stats['length_sum'])} != {length_sum} counted on the host"
     assert abs(float(stats["return_sum"]) - return_sum) <= 1e-4 * max(1.0, abs(return_sum)), \
         f"episode return sum {float(stats['return_sum'])} != {return_sum} counted on the host"
-    for key in getattr(a, "episode_stat_keys", ()):
-        assert f"{key}_sum" in stats, f"pop_episode_stats: no {key}_sum for episode_stat_keys entry {key!r}"
+    means = {f"episode_{k[:-len('_sum')]}": float(v) / max(dones, 1) for k, v in stats.items() if k.endswith("_sum")}
+    derived = contracts.episode_metrics(a, means)
+    assert all(isinstance(k, str) and isinstance(v, (int, float)) for k, v in derived.items()), \
+        f"episode_metrics(means) must map names to numbers, got {derived!r}"
     again = a.pop_episode_stats()
     assert all(float(v) == 0 for v in again.values()), "pop_episode_stats must zero every sum"
     _check_resume(a, make, gen, seed)
     for e in (a, b, c):
         e.close()
+
+
+def _check_env_optional(env: BatchedEnv) -> None:
+    """The optional members' types (:mod:`noeira.core.contracts`), where the env has them."""
+    keys = getattr(env, "episode_stat_keys", ())
+    assert isinstance(keys, tuple) and all(isinstance(k, str) and k for k in keys), \
+        f"episode_stat_keys must be a tuple of names, got {keys!r}"
+    assert len(set(keys)) == len(keys), f"episode_stat_keys has a name twice: {keys!r}"
+    fps = getattr(env, "render_fps", None)
+    assert fps is None or (isinstance(fps, (int, float)) and fps > 0), f"render_fps: None or > 0, got {fps!r}"
+    for name in ("render", "episode_metrics", "evaluation_config"):
+        member = getattr(env, name, None)
+        assert member is None or callable(member), f"{name} must be a method, got {member!r}"
 
 
 def _check_resume(a: BatchedEnv, make: EnvFactory, gen: torch.Generator, seed: int, steps: int = 8) -> None:
@@ -230,6 +257,10 @@ def check_network(network: str | type, *, observation_shape: tuple[int, ...] = (
     net = cls(spec)
     assert isinstance(net, Network) and isinstance(net, torch.nn.Module), f"{cls.__name__} does not implement Network"
     assert isinstance(net.recurrent, bool), "recurrent must be a bool"
+    for flag in ("reads_code", "reads_raw"):
+        value = getattr(cls, flag, False)
+        assert isinstance(value, bool), f"{flag} must be a bool, got {value!r}"
+    assert getattr(cls, "features", None) is None or callable(cls.features), "features must be a method"
     g = torch.Generator().manual_seed(1)
     obs = torch.randn(steps, batch, *observation_shape, generator=g).to(device)
     done = torch.rand(steps, batch, generator=g).to(device) < 0.3
@@ -247,6 +278,11 @@ def check_network(network: str | type, *, observation_shape: tuple[int, ...] = (
             assert set(out) == {"actor", "critic"}, f"forward: heads {sorted(out)} != ['actor', 'critic']"
             assert tuple(out["actor"].shape) == (batch, 4) and tuple(out["critic"].shape) == (batch, 1), "head shapes"
             stepped.append(out)
+            if t == 0 and contracts.takes_heads(net.forward):
+                for head in ("actor", "critic"):
+                    one, _ = net(obs[t], state0, done[t], heads=(head,))
+                    assert head in one and torch.allclose(one[head], out[head], atol=1e-6), \
+                        f"forward(heads=({head!r},)) differs from forward()'s {head!r} head"
         seq = net.forward_sequence(obs, state0, done)
         for k in ("actor", "critic"):
             want = torch.stack([o[k] for o in stepped])
@@ -312,10 +348,51 @@ def check_graph_backend(graph: GraphBackend, backend: str | Backend = "cpu", *, 
         state.add_(step_size).mul_(0.5)
         return {"sum": state.sum()}
 
-    ref = torch.zeros(8)
-    wrapped = graph.wrap(step, be)
-    for i in range(calls):
-        out = wrapped()
-        ref = (ref + 1) * 0.5
-        assert torch.allclose(state.cpu(), ref), f"call {i}: the state differs from eager"
-        assert torch.allclose(out["sum"].cpu(), ref.sum()), f"call {i}: the output differs from eager"
+    warmup = getattr(graph, "warmup", 0)
+    assert isinstance(warmup, int) and warmup >= 0, f"warmup must be an int >= 0, got {warmup!r}"
+    reference = getattr(graph, "reference", None)
+    assert reference is None or callable(reference), f"reference must be a method, got {reference!r}"
+    for wrap in (graph.wrap, *([reference] if reference is not None else [])):
+        state.zero_()
+        ref = torch.zeros(8)
+        wrapped = wrap(step, be)
+        for i in range(calls):
+            out = wrapped()
+            ref = (ref + 1) * 0.5
+            assert torch.allclose(state.cpu(), ref), f"{wrap.__name__}, call {i}: the state differs from eager"
+            assert torch.allclose(out["sum"].cpu(), ref.sum()), f"{wrap.__name__}, call {i}: the output differs from eager"
+
+
+def check_physics(engine: PhysicsEngine) -> None:
+    """Check a physics engine: its state tensors (``[num_worlds, ...]`` on its device, one per
+    world), ``step`` advancing every world's time, ``forward`` and ``reset`` with and without a
+    mask (a masked reset leaves the other worlds as they were), and the optional members' types.
+    Closes the engine (its optional ``close``) at the end."""
+    assert isinstance(engine, PhysicsEngine), f"{type(engine).__name__} does not implement PhysicsEngine"
+    n, dev = engine.num_worlds, engine.device
+    for name in ("qpos", "qvel", "ctrl", "time", "sensordata"):
+        x = getattr(engine, name)
+        assert isinstance(x, Tensor) and x.dim() >= 1 and x.shape[0] == n, \
+            f"{name}: expected a tensor with a leading [num_worlds={n}], got {getattr(x, 'shape', x)}"
+        assert x.device.type == dev.type, f"{name}: on {x.device}, engine on {dev}"
+        assert x.dtype == engine.dtype, f"{name}: dtype {x.dtype}, engine's dtype {engine.dtype}"
+    safe = getattr(engine, "capture_safe", False)
+    assert isinstance(safe, bool), f"capture_safe must be a bool, got {safe!r}"
+    close = getattr(engine, "close", None)
+    assert close is None or callable(close), f"close must be a method, got {close!r}"
+    t0 = engine.time.clone()
+    engine.step()
+    assert bool((engine.time > t0).all()), "step() must advance every world's time"
+    engine.forward()
+    mask = torch.zeros(n, dtype=torch.bool, device=dev)
+    mask[0] = True
+    engine.forward(mask)
+    engine.qpos.add_(0.01)  # every world away from its start (the state is written in place)
+    engine.step()
+    qpos = engine.qpos.clone()
+    engine.reset(mask)
+    assert float(engine.time[0]) == 0.0, "reset(mask) must restart the masked worlds' time"
+    assert torch.equal(engine.qpos[1:], qpos[1:]), "reset(mask) must leave the other worlds as they were"
+    engine.reset()
+    assert bool((engine.time == 0).all()), "reset() must restart every world"
+    contracts.close_physics(engine)

@@ -31,7 +31,7 @@ import attrs
 import torch
 from torch import Tensor
 
-from noeira.core import Backend, Box, StepResult, TensorEnv, make_physics
+from noeira.core import Backend, Box, StepResult, TensorEnv, contracts, make_physics
 from noeira.core.errors import ConfigError, UserError
 
 __all__ = ["MujocoConfig", "MujocoEnv", "asset_path", "sumsq"]
@@ -140,7 +140,7 @@ class MujocoEnv(TensorEnv):
             action_space=Box(ctrlrange[:, 0], ctrlrange[:, 1], dtype=dtype, device=dev),
             max_episode_steps=config.max_episode_steps,
             seed=seed,
-            capture_safe=bool(getattr(p, "capture_safe", False)),
+            capture_safe=contracts.physics_capture_safe(p),
             dtype=dtype,
         )
         self.episode_terms = torch.zeros((num_envs, len(self.reward_terms)), dtype=p.dtype, device=p.device)
@@ -274,6 +274,7 @@ class MujocoEnv(TensorEnv):
     """The camera (``distance``, ``azimuth``, ``elevation``, ``lookat``; see
     :class:`noeira.envs.mujoco.render.OffscreenRenderer`): by default the model's centre, from the side."""
     render_track_body: int | None = None
+    _renderer: Any = None  # made by the first render()
     """A body the camera follows (the root of a walking model), or None for a fixed camera."""
 
     @property
@@ -285,7 +286,7 @@ class MujocoEnv(TensorEnv):
         """RGB frames of every world ``[N, H, W, 3]`` uint8, rendered offscreen by MuJoCo from
         each world's ``qpos`` (one world after another: render a few). Needs an OpenGL context
         without a display: ``MUJOCO_GL=egl`` or ``osmesa`` (see :mod:`noeira.envs.mujoco.render`)."""
-        renderer = getattr(self, "_renderer", None)
+        renderer = self._renderer
         if renderer is None:
             from noeira.envs.mujoco.render import OffscreenRenderer
 
@@ -295,10 +296,7 @@ class MujocoEnv(TensorEnv):
         return torch.from_numpy(renderer.render(qpos))
 
     def close(self) -> None:
-        renderer = getattr(self, "_renderer", None)
-        if renderer is not None:
-            renderer.close()
+        if self._renderer is not None:
+            self._renderer.close()
             self._renderer = None
-        close = getattr(self.physics, "close", None)
-        if close is not None:
-            close()
+        contracts.close_physics(self.physics)

@@ -1,0 +1,263 @@
+"""Craftax (the full game) env-only throughput: noeira's batched torch env beside craftax.cu's
+full game (``craftax_full_cuda bench``) in the same run, and optionally the JAX reference.
+
+For each number of envs it measures env steps per second (all envs together, same-step autoreset
+with a fresh world per episode included, random actions drawn once per run so only the env is
+timed), for each ``--variants`` entry ``OBS`` (``symbolic``: 8,268 float32; ``compact``: 900
+bytes) and each graph backend (``eager``; ``stream``: the step recorded as a CUDA graph), with
+the memory per env (state, observation buffers, the reset queue) and whether any episode started
+in a used world (``episode_world_reused``: it must stay 0).
+
+``--vs-craftax-cu PATH``: also run craftax.cu's ``bench --envs N --iters I`` at the same sizes
+and print the ratio. PATH is a built ``craftax_full_cuda`` binary, or craftax.cu's source folder
+(copied to a scratch folder and built there with ``make craftax_full_cuda
+NVCCFLAGS_FULL="-O3 -arch=sm_90 --expt-relaxed-constexpr -fmad=false"``). craftax.cu is a
+reference binary to measure against (Apache-2.0, see its NOTICE); none of its code is used here.
+
+Examples::
+
+    python benchmarks/craftax_full.py --quick                     # small CPU sizes
+    python benchmarks/craftax_full.py --backend cuda --sizes 65536,262144,524288 \\
+        --vs-craftax-cu ../shared/anchors/craftaxcu --json craftax-full.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from noeira.core import get_backend, get_graph_backend, make_env
+from noeira.core.errors import NoeiraError, UnknownPluginError
+
+FULL_SIZES = [65536, 131072, 262144, 524288]
+QUICK_SIZES = [16, 64]
+
+
+def _time(step: Callable[[], Any], sync: Callable[[], None], min_time: float, warmup: int) -> float:
+    """Seconds per call of ``step`` after ``warmup`` calls, timed over at least ``min_time``."""
+    for _ in range(warmup):
+        step()
+    sync()
+    calls, chunk = 0, 1
+    start = time.perf_counter()
+    while True:
+        for _ in range(chunk):
+            step()
+        calls += chunk
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / calls
+        chunk = min(chunk * 2, 200)
+
+
+def _env_bytes(env: Any) -> int:
+    r = env._result
+    tensors = [env.s.arena, r.obs, r.final_obs, r.reward, r.terminated, r.truncated]
+    if env.queue is not None:
+        tensors.append(env.queue.arena)
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def bench_noeira(n: int, backend: str, graph: str, min_time: float, obs: str) -> dict[str, float] | None:
+    """Steps/s under graph backend ``graph`` (None where it is not available), bytes per env, and
+    the share of episodes that started in a used world."""
+    be = get_backend(backend)
+    if graph != "eager":
+        try:
+            g = get_graph_backend(graph)
+        except (UnknownPluginError, NoeiraError):
+            return None
+        if not g.available(be):
+            return None
+    env = make_env("craftax", num_envs=n, backend=be, seed=0, obs=obs)
+    action = env.action_space.sample(n, generator=torch.Generator(device=be.device).manual_seed(0))
+
+    def step() -> None:
+        env.step(action)
+
+    fn = step if graph == "eager" else get_graph_backend(graph).wrap(step, be)
+    seconds = _time(fn, be.synchronize, min_time, warmup=3 if graph == "eager" else 5)
+    if getattr(fn, "failure", None) is not None:
+        return None
+    stats = env.pop_episode_stats()
+    count = float(stats["count"])
+    out = {"steps_per_s": n / seconds, "bytes_per_env": _env_bytes(env) / n,
+           "reused": float(stats["world_reused_sum"]) / count if count else 0.0}
+    env.close()
+    return out
+
+
+def craftax_cu_binary(path: str, console: Console) -> Path | None:
+    """The craftax.cu full-game binary: ``path`` itself, or built from the sources in ``path``."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if not (p / "Makefile").exists():
+        console.print(f"[yellow]--vs-craftax-cu: {p} is neither a binary nor craftax.cu's source folder")
+        return None
+    work = Path(tempfile.mkdtemp(prefix="craftaxcu-"))
+    shutil.copytree(p, work / "src")
+    t = time.time()
+    res = subprocess.run(["make", "-C", str(work / "src"), "craftax_full_cuda",
+                          "NVCCFLAGS_FULL=-O3 -arch=sm_90 --expt-relaxed-constexpr -fmad=false"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        console.print(f"[yellow]craftax.cu build failed: {res.stderr[-400:]}")
+        return None
+    console.print(f"built craftax.cu's craftax_full_cuda in {time.time() - t:.0f} s")
+    return work / "src" / "craftax_full_cuda"
+
+
+def bench_craftax_cu(binary: Path, n: int, iters: int) -> float | None:
+    """craftax.cu's ``bench`` steps/s at ``n`` envs (its own SPS line), None if it failed."""
+    res = subprocess.run([str(binary), "bench", "--envs", str(n), "--iters", str(iters)], capture_output=True, text=True)
+    m = re.search(r"SPS=\s*([0-9.eE+]+)", res.stdout)
+    return float(m.group(1)) if res.returncode == 0 and m else None
+
+
+def train_craftax_cu(binary: Path, iters: int, console: Console) -> dict[str, float] | None:
+    """craftax.cu's full-game ``train`` with its README's command (8,192 envs, 128-step rollouts):
+    its overall steps/s and the return per episode of its last report."""
+    t = time.time()
+    res = subprocess.run([str(binary), "train", "--envs", "8192", "--horizon", "128", "--iters", str(iters)],
+                         capture_output=True, text=True)
+    done = re.search(r"train done: ([0-9.]+) s, ([0-9.]+) M SPS overall", res.stdout)
+    rets = re.findall(r"ret/ep ([-+0-9.]+)", res.stdout)
+    if res.returncode != 0 or not done:
+        console.print(f"[yellow]craftax.cu train failed: {(res.stderr or res.stdout)[-300:]}")
+        return None
+    return {"seconds": float(done.group(1)), "steps_per_s": float(done.group(2)) * 1e6,
+            "env_steps": 8192 * 128 * iters, "return": float(rets[-1]) if rets else float("nan"),
+            "wall": time.time() - t}
+
+
+def bench_jax(n: int, min_time: float) -> float | None:
+    """Steps/s of the JAX reference (jit + vmap, autoreset), None without craftax."""
+    here = Path(__file__).resolve().parent
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    try:
+        import jax
+        from craftax.craftax.envs.craftax_symbolic_env import CraftaxSymbolicEnv
+    except ImportError:
+        return None
+    finally:
+        sys.path[:] = saved
+    env = CraftaxSymbolicEnv()
+    params = env.default_params
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    _, state = jax.vmap(env.reset, (0, None))(keys, params)
+    action = jax.random.randint(jax.random.PRNGKey(1), (n,), 0, 43)
+    step = jax.jit(jax.vmap(env.step, (0, 0, 0, None)))
+    box = {"state": state}
+
+    def run() -> None:
+        obs, box["state"], *_ = step(keys, box["state"], action, params)
+        box["obs"] = obs
+
+    return n / _time(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2)
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= div:
+            return f"{x / div:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default=None, help="comma-separated numbers of envs (default 64k..512k; --quick: small)")
+    p.add_argument("--quick", action="store_true", help="small sizes and short timings (CPU-friendly)")
+    p.add_argument("--backend", default="cpu", help="cpu | cuda | auto")
+    p.add_argument("--graphs", default="eager,stream", help="noeira graph backends to try")
+    p.add_argument("--variants", default=None, help="comma-separated OBS (default: cuda compact,symbolic; cpu symbolic)")
+    p.add_argument("--vs-craftax-cu", default=None, metavar="PATH", help="craftax.cu's binary or source folder")
+    p.add_argument("--cu-iters", type=int, default=256, help="craftax.cu bench iterations per size")
+    p.add_argument("--cu-train", type=int, default=0, metavar="ITERS",
+                   help="also run craftax.cu's train for ITERS iterations of 8,192 x 128 steps (0: no)")
+    p.add_argument("--jax-max", type=int, default=0, help="largest size for the JAX reference (default 0: none)")
+    p.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 2.0; quick 0.3)")
+    p.add_argument("--json", default=None, help="write the results to this JSON file")
+    a = p.parse_args(argv)
+    sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else (QUICK_SIZES if a.quick else FULL_SIZES)
+    min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
+    graphs = [g.strip() for g in a.graphs.split(",") if g.strip()]
+    be = get_backend(a.backend)
+    console = Console(width=max(Console().width, 130))
+    console.print(f"[bold]craftax (full game) benchmark[/] backend={be.name} ({be.device_name()}) torch={torch.__version__}")
+    variants = [v.strip() for v in (a.variants or ("compact,symbolic" if be.device.type == "cuda" else "symbolic")).split(",")]
+    binary = craftax_cu_binary(a.vs_craftax_cu, console) if a.vs_craftax_cu else None
+    columns = [f"{o} {g}" for o in variants for g in graphs] + ["craftax.cu", "jax"]
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        row: dict[str, Any] = {"num_envs": n}
+        for obs in variants:
+            for graph in graphs:
+                try:
+                    res = bench_noeira(n, a.backend, graph, min_time, obs)
+                except (RuntimeError, NoeiraError, MemoryError) as err:
+                    console.print(f"[yellow]n={n} {obs} {graph}: {type(err).__name__}: {str(err)[:160]}")
+                    res = None
+                if be.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                row[f"{obs} {graph}"] = res["steps_per_s"] if res else None
+                if res:
+                    row[f"{obs} bytes_per_env"] = res["bytes_per_env"]
+                    row[f"{obs} {graph} reused"] = res["reused"]
+        row["craftax.cu"] = bench_craftax_cu(binary, n, a.cu_iters) if binary else None
+        row["jax"] = bench_jax(n, min_time) if n <= a.jax_max else None
+        rows.append(row)
+        console.print(f"  n={n:<8d} " + "  ".join(f"{c}={_fmt(row.get(c))}" for c in columns if row.get(c) is not None))
+
+    cols = [c for c in columns if any(r.get(c) is not None for r in rows)]
+    table = Table(title=f"craftax (full game) env steps/s, all envs - {be.name} ({be.device_name()})")
+    table.add_column("num_envs", justify="right")
+    for c in cols:
+        table.add_column(c, justify="right")
+    table.add_column("bytes/env", justify="right")
+    table.add_column("reused", justify="right")
+    table.add_column("best / craftax.cu", justify="right")
+    for r in rows:
+        best = max((r.get(c) or 0 for c in cols if c not in ("jax", "craftax.cu")), default=0)
+        ratio = f"{best / r['craftax.cu']:.2f}x" if best and r.get("craftax.cu") else "-"
+        size = next((r[f"{o} bytes_per_env"] for o in variants if f"{o} bytes_per_env" in r), 0)
+        reused = max((v for k, v in r.items() if k.endswith("reused")), default=0.0)
+        table.add_row(f"{r['num_envs']:,}", *[_fmt(r.get(c)) for c in cols], f"{size:,.0f}", f"{reused:.3f}", ratio)
+    console.print(table)
+    cu_train = train_craftax_cu(binary, a.cu_train, console) if binary and a.cu_train else None
+    if cu_train:
+        console.print(f"craftax.cu train (8,192 envs, horizon 128, {a.cu_train} iterations): "
+                      f"{cu_train['steps_per_s']:.3g} steps/s over {cu_train['env_steps']:.3g} steps "
+                      f"({cu_train['seconds']:.1f} s), last return per episode {cu_train['return']:.2f}")
+    if a.json:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from _meta import commit
+
+        with open(a.json, "w") as f:
+            json.dump({"date": datetime.now(UTC).isoformat(), "backend": be.name, "device": be.device_name(),
+                       "torch": torch.__version__, "platform": platform.platform(), "commit": commit(),
+                       "rows": rows, "craftax_cu_train": cu_train}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,342 @@
+"""Craftax, the full game (Matthews et al., "Craftax: A Lightning-Fast Benchmark for Open-Ended
+Reinforcement Learning", ICML 2024), for ``N`` worlds at once in torch, exact to the reference
+(pip ``craftax==1.6.1``, ``craftax.craftax``, ``Craftax-Symbolic-v1``, default ``EnvParams``).
+
+- Observation: ``Box`` of 8,268 float32, the reference's symbolic layout (:mod:`.render`); with
+  ``obs = "compact"`` an ``Encoded`` space of 900 bytes that decodes to the same floats (37x less
+  memory for buffers and rollouts; policies decode where they read it).
+- Action: ``Discrete(43)`` (:data:`~.constants.ACTION_NAMES`).
+- Reward: the rewards of the achievements newly unlocked (1 / 3 / 5 / 8 by difficulty) + 0.1 x
+  the change of health (:mod:`.game`).
+- ``terminated``: the player died or defeated the necromancer; ``truncated``: the 100,000-step
+  limit and not terminated. Same-step autoreset, the last observation in ``final_obs``.
+- State: ``get_state()``/``set_state()`` exchange the reference's ``EnvState`` leaves as a dict
+  of batched tensors (:mod:`.state`; ``state_rng`` left out).
+- Randomness (world generation, mob moves, spawns, loot, saplings, spells, enchantments) comes
+  from the env's device generator with the reference's distributions; the rest is exact.
+- Fresh worlds: every episode starts in a world generated for it, from numbers of its own
+  under the run's ``world_key`` (drawn from the generator at ``reset(seed)``): Philox on the
+  counters (draw, stream, serial) (:func:`.worldgen.keyed_draws`), so a world is the same
+  whatever the batch, device or order it is generated in. ``resets = "on_demand"`` (the default
+  on a CPU) generates the worlds of the envs that ended, when they end: episode ``k`` of env
+  ``e`` is world (``e``, ``k``) (a host sync to list them, so not capture-safe).
+  ``resets = "queue"`` (the default on CUDA: capture-safe) keeps a queue of fresh worlds (the
+  queue's ``j``-th is world (``QUEUE_STREAM``, ``j``)), generates ``queue_refill`` of them a step
+  and hands each to one episode; an env that ends while the queue is empty takes an already
+  used world, which the episode statistic ``world_reused`` counts (size the queue so it stays 0).
+- Resume: :meth:`state_dict` holds the world key, the episode counts and the queue's numbers
+  (not its worlds: :meth:`load_state_dict` regenerates them), so a resumed run steps on bit for
+  bit.
+- Episode statistics: ``episode_achievement_<name>`` (the share of episodes that unlocked it)
+  for the 67 achievements, ``episode_floor`` (the deepest floor reached), ``episode_world_reused``,
+  and ``craftax_score`` (the geometric mean of the success rates, Craftax's score).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import attrs
+import torch
+from torch import Tensor
+
+from noeira.core import Backend, Box, ConfigError, Discrete, Encoded, TensorEnv
+from noeira.envs.craftax.constants import light_tables  # the same day-night cycle as Craftax-Classic
+from noeira.envs.craftax_full import game, render, rows, worldgen
+from noeira.envs.craftax_full.constants import (
+    ACHIEVEMENTS,
+    LEVEL_ACHIEVEMENTS,
+    MAP_OBS_SIZE,
+    MAX_TIMESTEPS,
+    NUM_ACTIONS,
+    OBS_SIZE,
+)
+from noeira.envs.craftax_full.state import State, empty_state, export_state, import_state, state_of
+
+__all__ = ["Craftax", "WorldQueue"]
+
+GENERATION_CHUNK = 2048
+"""Worlds generated at once on CUDA (a world's draws take ~0.7 MB of int64 scratch a tensor);
+256 elsewhere."""
+
+
+class Craftax(TensorEnv):
+    """``num_envs`` worlds of the full Craftax game (see the module docstring)."""
+
+    name = "craftax"
+    episode_stat_keys = tuple(f"achievement_{a}" for a in ACHIEVEMENTS) + ("floor", "world_reused")
+
+    @attrs.frozen
+    class Config:
+        obs: str = "symbolic"
+        """``symbolic``: the reference's 8,268 float32; ``compact``: the same as 900 bytes (an
+        ``Encoded`` space that decodes to them bit for bit)."""
+        resets: str = "auto"
+        """How ended envs get their fresh worlds: ``on_demand`` (generated when they end; syncs with
+        the host), ``queue`` (a queue of fresh worlds refilled every step; capture-safe), ``auto``:
+        queue on CUDA, on_demand elsewhere."""
+        queue_size: int = 0
+        """Fresh worlds the queue holds (0: num_envs / 16, at least 64)."""
+        queue_refill: int = 0
+        """Worlds generated per step for the queue (0: queue_size / 8, at least 8): at least the
+        resets per step, so no episode starts in a used world (``episode_world_reused``)."""
+        validate_actions: bool = False
+        """Check every action's shape, dtype and range before stepping (syncs with the host:
+        for debugging, not for speed or graph capture)."""
+
+    def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
+        dev = torch.device(backend.device)
+        if config.obs not in ("symbolic", "compact"):
+            raise ConfigError(f"env.obs: must be 'symbolic' or 'compact', got {config.obs!r}")
+        if config.resets not in ("auto", "on_demand", "queue"):
+            raise ConfigError(f"env.resets: must be 'auto', 'on_demand' or 'queue', got {config.resets!r}")
+        high = torch.ones(OBS_SIZE)
+        high[MAP_OBS_SIZE:] = 50.0  # the inventory's books / 2 go up to 49.5; the rest of the tail below 3
+        symbolic = Box(torch.zeros(OBS_SIZE), high, dtype=torch.float32, device=dev)
+        self.compact = config.obs == "compact"
+        space = Encoded((render.COMPACT_SIZE,), torch.uint8, symbolic, render.expand, dev,
+                        decode_into=render.expand_into) if self.compact else symbolic
+        self.resets = config.resets if config.resets != "auto" else ("queue" if dev.type == "cuda" else "on_demand")
+        super().__init__(num_envs, backend, space, Discrete(NUM_ACTIONS, device=dev), MAX_TIMESTEPS, seed=seed,
+                         capture_safe=self.resets == "queue",  # on_demand lists the ended envs on the host
+                         validate_actions=config.validate_actions)
+        self.config = config
+        light, _ = light_tables(MAX_TIMESTEPS + 1)
+        self.tables = game.Tables(dev, light)
+        self._light0 = float(light[0])
+        self.s = empty_state(num_envs, dev)
+        self.reused = torch.zeros(num_envs, dtype=torch.bool, device=dev)
+        self._fresh_rows: Tensor | None = None
+        self.world_key = torch.zeros(1, dtype=torch.int64, device=dev)
+        """The run's key of the worlds (:func:`.worldgen.keyed_draws`)."""
+        self.episode = torch.zeros(num_envs, dtype=torch.int64, device=dev)
+        """The episode each env is in, counted from 0 at ``reset(seed)`` (on_demand: its world's serial)."""
+        self._envs = torch.arange(num_envs, device=dev)
+        self._chunk = GENERATION_CHUNK if dev.type == "cuda" else 256
+        self._new_world_key()
+        self.queue: WorldQueue | None = None
+        if self.resets == "queue":
+            size = config.queue_size or max(64, num_envs // 16)
+            refill = config.queue_refill or max(8, size // 8)
+            if size < 1 or not 1 <= refill <= size:
+                raise ConfigError(f"env.queue_size / env.queue_refill: need size >= 1 and 1 <= refill <= size, "
+                                  f"got {size}, {refill}")
+            self.queue = WorldQueue(self.generate_serial, self._render, size, refill, num_envs, space.shape,
+                                    space.dtype, dev)
+        self._ach_floor = torch.tensor(LEVEL_ACHIEVEMENTS[1:], device=dev)
+        self.reset(seed)
+
+    def _new_world_key(self) -> None:
+        """A new run of worlds: ``world_key`` from the generator, every env before its episode 0."""
+        self.world_key.copy_(torch.randint(0, 2**62, (1,), generator=self.generator, device=self.device))
+        self.episode.fill_(-1)
+
+    def generate_worlds(self, stream: Tensor, serial: Tensor) -> State:
+        """The initial states of the worlds numbered (``stream[i]``, ``serial[i]``) under the run's key."""
+        return worldgen.generate_keyed(self.world_key, stream, serial, self._light0, chunk=self._chunk)
+
+    def generate_serial(self, serial: Tensor) -> State:
+        """The queue's worlds ``serial`` (int64 [k])."""
+        return self.generate_worlds(torch.full_like(serial, worldgen.QUEUE_STREAM), serial)
+
+    # -- TensorEnv -----------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Every env starts a new episode in a new world; ``seed`` fixes them (and what follows),
+        without it the episode counts go on from where they are."""
+        if seed is not None:
+            self.generator.manual_seed(seed)
+            self._new_world_key()
+        self.episode.add_(1)
+        self.s.arena.copy_(self.generate_worlds(self._envs, self.episode).arena)
+        self.reused.zero_()
+        if self.queue is not None and (seed is not None or self.queue.serial.item() == 0):
+            self.queue.fill()
+        self.elapsed.zero_()
+        self.episode_return.zero_()
+        self.episode_length.zero_()
+        self._observe(self._result.obs)
+        return self._result.obs
+
+    def _reset_envs(self, mask: Tensor) -> None:
+        if self.queue is not None:
+            self.episode.add_(mask.long())
+            self.queue.draw(mask, self.s, self.reused)
+            return
+        rows = mask.nonzero().squeeze(1)
+        if rows.numel():
+            self.episode.index_add_(0, rows, torch.ones_like(rows))
+            self.s.arena.index_copy_(0, rows, self.generate_worlds(rows, self.episode.index_select(0, rows)).arena)
+        self._fresh_rows = rows  # step's next _observe(obs) renders only these
+
+    def _advance(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        if self.queue is not None:
+            self.queue.refill()
+        draws = game.sample_draws(self.num_envs, self.generator, self.device)
+        return game.step(self.s, action, draws, self.tables)
+
+    # Opaque to torch.compile (the ``device`` graph compiles the agent around it): inductor cannot
+    # lower the dtype views into the state's byte arena (torch 2.13), and the step is recorded in
+    # the CUDA graph as it is.
+    @torch.compiler.disable
+    def step(self, action: Tensor):  # noqa: ANN201
+        r = super().step(action)
+        r.truncated &= ~r.terminated  # the time limit counts only for worlds still alive
+        return r
+
+    def _observe(self, out: Tensor) -> None:
+        rows, self._fresh_rows = self._fresh_rows, None
+        if self.queue is not None and self.queue._last is not None and out is self._result.obs:
+            # after the queue's resets: the worlds not reset are where final_obs saw them, the others
+            # start with the observation made when their world was generated
+            out.copy_(self._result.final_obs)
+            self.queue.draw_obs(out)
+            self.queue._last = None
+            return
+        if rows is not None and out is self._result.obs:
+            # after on-demand resets: the worlds not reset are where final_obs saw them
+            out.copy_(self._result.final_obs)
+            if rows.numel():
+                part = torch.empty((rows.numel(), *out.shape[1:]), dtype=out.dtype, device=out.device)
+                self._render(state_of(self.s.arena.index_select(0, rows)), part)
+                out.index_copy_(0, rows, part)
+            return
+        self._render(self.s, out)
+
+    def _render(self, s: State, out: Tensor) -> None:
+        if self.compact:
+            render.compact(s, out)
+        else:
+            render.symbolic(s, out)
+
+    def get_state(self) -> dict[str, Tensor]:
+        """The reference's ``EnvState`` leaves, batched: ``{"map": [N, 9, 48, 48] int32, ...}``."""
+        return export_state(self.s)
+
+    def _set_state(self, state: dict[str, Tensor]) -> None:
+        import_state(state, self.s)
+        self.elapsed.copy_(self.s["timestep"])
+
+    def _extra_state(self) -> dict[str, Tensor]:
+        """The worlds' key and each env's episode count; with the queue its counters and the
+        serial of the world in each slot (its worlds are regenerated from them on load)."""
+        out = {"world_key": self.world_key, "episode": self.episode, "world_reused": self.reused}
+        if self.queue is not None:
+            q = self.queue
+            out.update({"queue.head": q.head, "queue.tail": q.tail, "queue.serial": q.serial,
+                        "queue.slot_serial": q.slot_serial})
+        return out
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        super().load_state_dict(state)
+        if self.queue is not None:
+            self.queue.regenerate()
+
+    def _episode_values(self) -> dict[str, Tensor]:
+        ach = self.s["achievements"]
+        out = {f"achievement_{a}": ach[:, i].float() for i, a in enumerate(ACHIEVEMENTS)}
+        entered = ach[:, self._ach_floor]  # floors 1..8
+        out["floor"] = (entered * torch.arange(1, 9, device=ach.device)).amax(1).float()
+        out["world_reused"] = self.reused.float()
+        return out
+
+    def episode_metrics(self, means: Mapping[str, float]) -> dict[str, float]:
+        """``craftax_score``: the geometric mean over the 67 achievements of 1 + the success rate
+        in percent, minus 1 (Craftax's score)."""
+        rates = [100.0 * means.get(f"episode_achievement_{a}", 0.0) for a in ACHIEVEMENTS]
+        return {"craftax_score": math.exp(sum(math.log(1.0 + r) for r in rates) / len(rates)) - 1.0}
+
+    def render(self) -> Tensor:
+        """RGB frames of every world's local view [N, 72, 88, 3] uint8."""
+        return render.render_rgb(self.s)
+
+
+class WorldQueue:
+    """Fresh worlds generated ahead and each handed to one episode (capture-safe).
+
+    The queue holds ``size`` worlds and their first observations; ``head`` counts the worlds
+    handed out, ``tail`` the worlds written, so the fresh ones are ``head .. tail - 1`` (modulo
+    ``size``). Each step :meth:`refill` generates ``refill`` worlds behind ``tail`` (fixed work) and
+    :meth:`draw` gives the ended envs the next worlds in env order (:meth:`draw_obs` their first
+    observations); an env that finds the queue empty takes a used world and is flagged in
+    ``reused``. A world is one row of the state's arena: on CUDA with Triton one kernel copies the
+    rows of the ended envs (its cost follows them); elsewhere ``index_copy``.
+    """
+
+    def __init__(self, generate: Callable[[Tensor], State], observe: Callable[[State, Tensor], None], size: int,
+                 refill: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
+                 device: torch.device) -> None:
+        self.generate, self.observe, self.size, self.refill_count = generate, observe, size, refill
+        self.device = torch.device(device)
+        self.arena = torch.zeros((size, empty_state(1, self.device).arena.shape[1]), dtype=torch.uint8,
+                                 device=self.device)
+        self.obs = torch.zeros((size, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.head = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.tail = torch.full((), size, dtype=torch.int64, device=self.device)
+        self._offsets = torch.arange(refill, device=self.device)
+        self.serial = torch.zeros((), dtype=torch.int64, device=self.device)
+        """The serial of the next world to generate (the queue's worlds are numbered in order)."""
+        self.slot_serial = torch.zeros(size, dtype=torch.int64, device=self.device)
+        """The serial of the world each slot holds."""
+        self._ended = torch.empty(num_envs + 1, dtype=torch.int64, device=self.device)  # scratch of the row copy
+        self._envs = torch.arange(num_envs, device=self.device)
+        self._last: tuple[Tensor, Tensor, Tensor] | None = None  # filled by the env's first reset
+
+    def fill(self) -> None:
+        """New worlds 0 .. size - 1 in every slot (on ``reset(seed)``, so a seed fixes the worlds)."""
+        self.slot_serial.copy_(torch.arange(self.size, device=self.device))
+        self.serial.fill_(self.size)
+        self.regenerate()
+        self.head.zero_()
+        self.tail.fill_(self.size)
+
+    def regenerate(self) -> None:
+        """Every slot's world (and first observation) from its serial, in chunks."""
+        chunk = GENERATION_CHUNK
+        for start in range(0, self.size, chunk):
+            fresh = self.generate(self.slot_serial[start : start + chunk])
+            self.arena[start : start + chunk].copy_(fresh.arena)
+            self.observe(fresh, self.obs[start : start + chunk])
+
+    def refill(self) -> None:
+        """Generate ``refill`` fresh worlds behind the last one written."""
+        slots = (self.tail + self._offsets) % self.size
+        serials = self.serial + self._offsets
+        self.serial.add_(self.refill_count)
+        self.slot_serial.index_copy_(0, slots, serials)
+        fresh = self.generate(serials)
+        self.arena.index_copy_(0, slots, fresh.arena)
+        first = torch.empty((self.refill_count, *self.obs.shape[1:]), dtype=self.obs.dtype, device=self.device)
+        self.observe(fresh, first)
+        self.obs.index_copy_(0, slots, first)
+        self.tail.copy_(torch.minimum(self.tail + self.refill_count, self.head + self.size))
+
+    def draw(self, mask: Tensor, into: State, reused: Tensor) -> None:
+        """Copy the next worlds into the rows of ``into`` where ``mask`` [N] is True (in env order)."""
+        order = torch.cumsum(mask.long(), 0) - 1
+        absolute = self.head + order
+        src = absolute % self.size
+        reused.copy_(torch.where(mask, absolute >= self.tail, reused))
+        self._copy(into.arena, self.arena, mask, order, src)
+        self._last = (mask, order, src)
+        self.head.add_(mask.sum())
+        self.tail.copy_(torch.maximum(self.tail, self.head))
+
+    def draw_obs(self, out: Tensor) -> None:
+        """Copy the first observations of the worlds the last :meth:`draw` handed out into ``out``."""
+        mask, order, src = self._last
+        n = out.shape[0]
+        self._copy(out.view(n, -1).view(torch.uint8), self.obs.view(self.size, -1).view(torch.uint8), mask, order, src)
+
+    def _copy(self, dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows_: Tensor) -> None:
+        """``dst[e] = src[rows_[e]]`` where ``mask`` (byte rows)."""
+        copy = rows.copy_rows_kernel() if self.device.type == "cuda" else None
+        if copy is not None:
+            copy(dst, src, mask, order, rows_, self._ended, self._envs)
+        elif self.device.type == "cuda":  # no Triton: select over every env (slow, but no sync)
+            dst.copy_(torch.where(mask.unsqueeze(1), src[rows_.clamp(min=0)], dst))
+        else:
+            idx = mask.nonzero().squeeze(1)
+            dst.index_copy_(0, idx, src.index_select(0, rows_.index_select(0, idx)))
+
+    __scratch__ = ("_ended", "_envs", "_last")  # in-step scratch (``noeira verify-graph`` skips them)
