@@ -421,7 +421,8 @@ C51_RECIPES: RecipeTables = {
 """C51's tuned defaults."""
 
 RAINBOW_RECIPES: RecipeTables = {
-    "cartpole": _from_dqn("cartpole", num_atoms=51, v_min=0.0, v_max=100.0, epsilon_start=0.0, epsilon_end=0.0, n_step=3),
+    "cartpole": _from_dqn("cartpole", verified=True, num_atoms=51, v_min=0.0, v_max=100.0, epsilon_start=0.0,
+                          epsilon_end=0.0, n_step=3),  # 5 seeds (BENCHMARKS.md)
     "acrobot": _from_dqn("acrobot", num_atoms=51, v_min=-100.0, v_max=0.0, epsilon_start=0.0, epsilon_end=0.0, n_step=3),
     "atari": _atari({"learning_rate": 6.25e-5, "adam_eps": 1.5e-4, "n_step": 3, "target_update_interval": 4_000,
                      "epsilon_start": 0.0, "epsilon_end": 0.0}),
