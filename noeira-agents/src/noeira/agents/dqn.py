@@ -414,7 +414,7 @@ def _from_dqn(env: str, verified: bool = False, **agent: Any) -> dict[str, Any]:
 # 2-core CPU (BENCHMARKS.md, "Recipes that solve").
 C51_RECIPES: RecipeTables = {
     "cartpole": _from_dqn("cartpole", verified=True, num_atoms=51, v_min=0.0, v_max=100.0),  # 4 of 5 seeds
-    "acrobot": _from_dqn("acrobot", num_atoms=51, v_min=-100.0, v_max=0.0),
+    "acrobot": _from_dqn("acrobot", verified=True, num_atoms=51, v_min=-100.0, v_max=0.0),  # 5 seeds
     "atari": _atari({"learning_rate": 2.5e-4, "adam_eps": 0.01 / 32, "v_min": -10.0, "v_max": 10.0}),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 500_000, "log_interval": 250}}},
 }

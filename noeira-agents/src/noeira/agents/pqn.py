@@ -63,7 +63,7 @@ _ATARI_AGENT = {"horizon": 32, "update_epochs": 2, "num_minibatches": 32, "lr": 
 _ATARI_NOTE = "not verified: purejaxql's pqn_atari settings, not yet run to the end with noeira"
 RECIPES: RecipeTables = {
     "cartpole": {"*": _CLASSIC},  # 5 of 5 seeds (BENCHMARKS.md)
-    "acrobot": {"*": {**_CLASSIC, "note": "not verified on 5 seeds yet (benchmarks/solve.py); see BENCHMARKS.md"}},
+    "acrobot": {"*": _CLASSIC},  # 5 of 5 seeds
     "atari": {"cpu": {"env": {"num_envs": 16}, "agent": _ATARI_AGENT, "run": {"total_steps": 10_000_000, "log_interval": 10},
                       "note": _ATARI_NOTE},
               "*": {"env": {"num_envs": 128}, "agent": {**_ATARI_AGENT, "precision": "bf16"},
