@@ -157,6 +157,9 @@ def train_run(agent_name: str, env_name: str, seed: int, args: argparse.Namespac
             point["eval_return"] = evaluate_now()
         if train_s >= next_eval:
             next_eval = train_s + args.eval_every
+        if "eval_return" in point:  # one line per evaluation: a run cut by a time limit still shows its curve
+            print(f"  {agent_name} {env_name} seed {seed}: {steps:,} steps, {train_s:.0f} s, "
+                  f"eval {point['eval_return']:.1f}, train {point.get('train_return', float('nan')):.1f}", flush=True)
     final = evaluate_now()
     result = {
         "agent": agent_name, "env": env_name, "seed": seed, "backend": backend.name, "graph": args.graph,
@@ -291,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     envs = [e.strip() for e in args.envs.split(",") if e.strip()]
     seeds = list(range(int(args.seeds))) if "," not in args.seeds else [int(s) for s in args.seeds.split(",") if s]
+    if not seeds and not args.no_train:  # `--seeds 0` is a count of none, not seed 0
+        p.error(f"--seeds {args.seeds}: no seeds to train (a count >= 1, or a comma list such as 0, or 0,2)")
     runs: list[dict[str, Any]] = []
     speeds: list[dict[str, Any]] = []
     for a in agents:

@@ -114,6 +114,34 @@ def test_workers_leave_ctrl_c_to_the_driver() -> None:
     assert not env.pool.procs[0].is_alive()
 
 
+def test_a_step_interrupted_by_a_second_ctrl_c_leaves_the_env_usable() -> None:
+    """A second Ctrl-C stops the driver at once, possibly while it waits for the workers' step
+    replies; the checkpoint it then writes asks the workers for their state. That request must
+    read its own answer, not the step's reply still in the pipe (seen on the H200: the
+    checkpoint failed with "worker process 3 ended")."""
+    env = make_env("atari:breakout", num_envs=4, backend="cpu", seed=0, num_workers=2)
+    conn = env.pool.conns[1]
+    real = type(conn).recv_bytes
+    calls = {"n": 0}
+
+    def interrupted(self, *a, **k):
+        if self is conn and calls["n"] == 0:
+            calls["n"] += 1
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    type(conn).recv_bytes = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            env.step(torch.zeros(4, dtype=torch.int64))
+    finally:
+        type(conn).recv_bytes = real
+    state = env.state_dict()  # what the driver's checkpoint asks for
+    assert set(state) >= {"episode_sums"}
+    env.step(torch.zeros(4, dtype=torch.int64))  # and stepping goes on
+    env.close()
+
+
 def test_episodic_life_ends_lives_but_counts_games() -> None:
     env = make_env("atari:breakout", num_envs=2, backend="cpu", seed=0, vectorization="sync", fire_reset=True)
     g = torch.Generator().manual_seed(1)

@@ -175,6 +175,8 @@ class _Workers:
         self.arrays = games.arrays_in(self.shm.buf, num_envs, frame_shape)
         bounds = np.linspace(0, num_envs, num_workers + 1).round().astype(int)
         self.conns, self.procs = [], []
+        self._owed: list[int] = []
+        """Workers whose reply to the last step is not read yet (in worker order)."""
         for w in range(num_workers):
             parent, child = ctx.Pipe()
             p = ctx.Process(target=games.worker, daemon=True, name=f"noeira-atari-{w}",
@@ -200,21 +202,34 @@ class _Workers:
     def step(self) -> None:
         for c in self.conns:
             c.send_bytes(b"s")
-        errors = []
-        for w, c in enumerate(self.conns):
-            try:
-                reply = c.recv_bytes()
-            except EOFError:
-                reply = f"worker process {w} ended (exit code {self.procs[w].exitcode})".encode()
-            if reply:
-                errors.append(reply.decode())
+        # a second Ctrl-C can interrupt the wait below: the replies not read yet stay owed, and are
+        # read before the next request (else a checkpoint's get_state would read a step's reply)
+        self._owed = list(range(len(self.conns)))
+        errors = self._settle()
         if errors:
             raise RuntimeError(f"atari env step failed: {errors[0]}")
+
+    def _settle(self) -> list[str]:
+        """Read the step replies still owed; the errors among them."""
+        errors = []
+        while self._owed:
+            w = self._owed[0]
+            try:
+                reply = self.conns[w].recv_bytes()
+            except EOFError:
+                reply = f"worker process {w} ended (exit code {self.procs[w].exitcode})".encode()
+            self._owed.pop(0)
+            if reply:
+                errors.append(reply.decode())
+        return errors
 
     def call(self, command: str, args: list[Any] | None = None, arg: Any = None) -> list[Any]:
         """``command`` in every worker (with ``args[w]`` each, or ``arg`` for all); their results."""
         import pickle
 
+        errors = self._settle()
+        if errors:
+            raise RuntimeError(f"atari env step failed: {errors[0]}")
         for w, c in enumerate(self.conns):
             c.send_bytes(pickle.dumps((command, args[w] if args is not None else arg)))
         out = []
