@@ -708,3 +708,34 @@ def test_step_exact_live_sweep() -> None:
                 break
             cur = rec["next"]
     assert checked >= 250 and levels == set(range(9)), (checked, levels)  # 296 at this writing (some die early)
+
+
+@pytest.mark.parametrize("obs", ["symbolic", "compact"])
+def test_queue_step_is_capture_safe_through_autoresets(obs: str) -> None:
+    """The step with queue resets (the CUDA default) does nothing a CUDA-graph recording cannot
+    hold (no tensor literal or Python-list index copied to the device, no host sync), checked on
+    the CPU by ``noeira.core.testing.capture`` over steps where envs die and take queued worlds;
+    the on-demand resets (declared not capture-safe) are seen listing the ended envs on the host."""
+    from noeira.core.testing import CaptureHazards, format_hazards
+
+    env = _env(4, seed=0, obs=obs, resets="queue", queue_size=6, queue_refill=2)
+    assert env.capture_safe
+    g = torch.Generator().manual_seed(0)
+    actions = [torch.randint(0, NUM_ACTIONS, (4,), generator=g) for _ in range(4)]
+    env.step(actions[0])  # warm-up (a recording follows warm-up calls too)
+    with CaptureHazards() as det:
+        for t, action in enumerate(actions[1:]):
+            with det.quiet():
+                state = env.get_state()
+                state["player_health"][t % 2::2] = 0.0  # half the envs die this step
+                env.set_state(state)
+            r = env.step(action)
+            with det.quiet():
+                assert bool(r.terminated[t % 2::2].all())
+    assert not det.hazards, format_hazards(det.hazards)
+    assert env.episode.tolist() == [2, 1, 2, 1]  # three steps of deaths: each took a queued world
+    on_demand = _env(2, seed=0)
+    assert not on_demand.capture_safe
+    with CaptureHazards() as det:
+        on_demand.step(torch.zeros(2, dtype=torch.long))
+    assert any("nonzero" in h.what for h in det.hazards)

@@ -316,6 +316,15 @@ def _config_tensor(key: str, device: torch.device, dtype: torch.dtype = torch.in
 
 
 @functools.cache
+def _level_index(which: str, device: torch.device) -> Tensor:
+    """The floors the smooth configs make (``smooth``), the dungeons (``dungeon``), or the index
+    among the smooth floors of the dark ones (``dark``), as a device tensor made once."""
+    levels = {"smooth": SMOOTH_LEVELS, "dungeon": DUNGEON_LEVELS,
+              "dark": tuple(SMOOTH_LEVELS.index(lv) for lv in DARK_LEVELS)}[which]
+    return torch.tensor(levels, dtype=torch.int64, device=device)
+
+
+@functools.cache
 def _dungeon_tensor(key: str, device: torch.device) -> Tensor:
     return torch.tensor([c[key] for c in DUNGEON_CONFIGS], device=device)
 
@@ -479,12 +488,13 @@ def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
     smap, sitem, slight, sdown, sup = smooth_floors(draws)
     dmap, ditem, ddown, dup = dungeon_floors(draws)
     s = empty_state(k, dev)
-    sl, dl = list(SMOOTH_LEVELS), list(DUNGEON_LEVELS)
+    # the floors as device index tensors made once (a Python list index is copied from the host)
+    sl, dl, dark = _level_index("smooth", dev), _level_index("dungeon", dev), _level_index("dark", dev)
     s["map"][:, sl] = smap.to(torch.uint8)
     s["map"][:, dl] = dmap.to(torch.uint8)
     s["item_map"][:, sl] = sitem.to(torch.uint8)
     s["item_map"][:, dl] = ditem.to(torch.uint8)
-    s["light_map"].copy_(slight[:, [SMOOTH_LEVELS.index(lv) for lv in DARK_LEVELS]])
+    s["light_map"].copy_(slight.index_select(1, dark))
     for key, a, b in (("down_ladders", sdown, ddown), ("up_ladders", sup, dup)):
         s[key][:, sl] = torch.stack([a // W, a % W], -1).int()
         s[key][:, dl] = torch.stack([b // W, b % W], -1).int()
