@@ -645,6 +645,54 @@ def test_cuda_matches_cpu_and_captures() -> None:
         assert torch.equal(env.s.arena, eager.s.arena)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("obs", ["compact", "symbolic"])
+def test_stream_graph_replays_the_eager_step_bit_for_bit(obs: str) -> None:
+    """``verify-graph`` for the env alone: 300 steps of the step recorded as a CUDA graph (the
+    ``stream`` backend: warm-up, recording, replays) beside 300 eager steps of an env built from the
+    same seed, compared after every step (observation, final observation, reward, flags) and at the
+    end (the state arena, the queue, the episode counts, the generator). Every env meets its time
+    limit once within the run, at a step of its own, so 256 episodes end and take worlds from the
+    queue (64 slots: it wraps round four times)."""
+    _device("cuda")
+    from noeira.core import get_backend, get_graph_backend
+
+    n, steps = 256, 300
+    g = torch.Generator().manual_seed(0)
+    actions = torch.randint(0, NUM_ACTIONS, (steps, n), generator=g).cuda()
+    ends = torch.randint(1, steps - 10, (n,), generator=g).cuda()  # the step at which each env is truncated
+    envs, steppers, action = [], [], torch.zeros(n, dtype=torch.long, device="cuda")
+    for graph in ("eager", "stream"):
+        backend = get_backend("cuda")
+        env = make_env("craftax", num_envs=n, backend=backend, seed=0, obs=obs, queue_size=64, queue_refill=8)
+        assert env.resets == "queue" and env.capture_safe
+        env.elapsed.copy_(env.max_episode_steps - ends)
+        envs.append(env)
+        def run(env=env) -> None:  # noqa: ANN001
+            env.step(action)  # a recorded step returns None or tensors, not the StepResult
+
+        steppers.append(get_graph_backend(graph).wrap(run, backend))
+    eager, recorded = envs
+    ended = 0
+    for t in range(steps):
+        action.copy_(actions[t])
+        for step in steppers:
+            step()
+        a, b = eager._result, recorded._result
+        for key in ("obs", "final_obs", "reward", "terminated", "truncated"):
+            assert torch.equal(getattr(a, key), getattr(b, key)), (key, t)
+        ended += int((a.terminated | a.truncated).sum())
+    assert steppers[1].graph is not None, "the stream backend recorded the step"
+    assert ended >= n
+    assert torch.equal(eager.s.arena, recorded.s.arena)
+    q, r = eager.queue, recorded.queue
+    for key in ("arena", "obs", "head", "tail", "serial", "slot_serial"):
+        assert torch.equal(getattr(q, key), getattr(r, key)), key
+    assert torch.equal(eager.episode, recorded.episode) and torch.equal(eager.reused, recorded.reused)
+    assert not bool(eager.reused.any()), "the queue kept up: no episode started in a used world"
+    assert torch.equal(eager.generator.get_state(), recorded.generator.get_state())
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_queue_row_copy_kernel(device: str, kernel_device) -> None:  # noqa: ANN001
     """The queue's Triton row copy (CUDA; on a CPU in Triton's interpreter) writes the source rows
