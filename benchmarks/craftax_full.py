@@ -228,6 +228,42 @@ def bench_jax(n: int, min_time: float) -> float | None:
     return n / _time(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2)
 
 
+def bench_worldgen(k: int, backend: str, min_time: float) -> float:
+    """Seconds per world of noeira's keyed world generation (the draws and the nine floors), ``k``
+    worlds a call, as the queue's refill and on-demand resets call it."""
+    from noeira.envs.craftax_full import worldgen
+
+    be = get_backend(backend)
+    key = torch.tensor([12345], dtype=torch.int64, device=be.device)
+    stream = torch.zeros(k, dtype=torch.int64, device=be.device)
+    serial = torch.arange(k, device=be.device)
+    chunk = 2048 if be.device.type == "cuda" else 256
+    return _time(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk), be.synchronize, min_time,
+                 warmup=1) / k
+
+
+def bench_jax_worldgen(k: int, min_time: float) -> float | None:
+    """Seconds per world of the JAX reference's ``reset`` (jit + vmap over ``k`` keys), None without craftax."""
+    here = Path(__file__).resolve().parent
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    try:
+        import jax
+        from craftax.craftax.envs.craftax_symbolic_env import CraftaxSymbolicEnv
+    except ImportError:
+        return None
+    finally:
+        sys.path[:] = saved
+    env = CraftaxSymbolicEnv()
+    reset = jax.jit(jax.vmap(env.reset, (0, None)))
+    box = {"keys": jax.random.split(jax.random.PRNGKey(0), k)}
+
+    def run() -> None:
+        box["out"] = reset(box["keys"], env.default_params)
+
+    return _time(run, lambda: jax.block_until_ready(box["out"]), min_time, warmup=1) / k
+
+
 def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
@@ -255,7 +291,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jax-max", type=int, default=0, help="largest size for the JAX reference (default 0: none)")
     p.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 2.0; quick 0.3)")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
+    p.add_argument("--worldgen", default=None, metavar="K,K",
+                   help="only time world generation: milliseconds per world, K worlds a call (with --jax-max: JAX's reset)")
     a = p.parse_args(argv)
+    if a.worldgen:
+        return worldgen_main(a)
     sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else (QUICK_SIZES if a.quick else FULL_SIZES)
     min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
     graphs = [g.strip() for g in a.graphs.split(",") if g.strip()]
@@ -330,6 +370,23 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"date": datetime.now(UTC).isoformat(), "backend": be.name, "device": be.device_name(),
                        "torch": torch.__version__, "platform": platform.platform(), "commit": commit(),
                        "rows": rows, "craftax_cu_train": cu_train, "noeira_ppo": ppo}, f, indent=1)
+    return 0
+
+
+def worldgen_main(a: argparse.Namespace) -> int:
+    be = get_backend(a.backend)
+    min_time = a.min_time if a.min_time is not None else 2.0
+    console = Console(width=max(Console().width, 100))
+    table = Table(title=f"craftax (full game) world generation, ms per world - {be.name} ({be.device_name()}), "
+                        f"torch threads {torch.get_num_threads()}")
+    for c in ("worlds a call", "noeira (keyed)", "JAX reset (jit, vmap)"):
+        table.add_column(c, justify="right")
+    for k in (int(x) for x in a.worldgen.split(",")):
+        ours = bench_worldgen(k, a.backend, min_time)
+        ref = bench_jax_worldgen(k, min_time) if k <= a.jax_max else None
+        table.add_row(f"{k:,}", f"{1e3 * ours:.3f}", "-" if ref is None else f"{1e3 * ref:.3f}")
+        console.print(f"  k={k}: noeira {1e3 * ours:.3f} ms/world" + ("" if ref is None else f", jax {1e3 * ref:.3f}"))
+    console.print(table)
     return 0
 
 

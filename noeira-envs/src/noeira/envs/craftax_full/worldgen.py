@@ -172,12 +172,15 @@ def perlin(angles: Tensor, res: tuple[int, int], size: int = W) -> Tensor:
     gy = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[1] / size), 1.0).view(1, size)
     theta = angles * _TWO_PI
     cos, sin = torch.cos(theta), torch.sin(theta)
-    i0 = torch.arange(size, device=dev) // d0
-    j0 = torch.arange(size, device=dev) // d1
+    r0, r1 = res
 
     def corner(di: int, dj: int) -> tuple[Tensor, Tensor]:
-        rows, cols = (i0 + di).view(-1, 1), (j0 + dj).view(1, -1)
-        return cos[..., rows, cols], sin[..., rows, cols]
+        # the gradients of each cell's (di, dj) corner, repeated over the cell's d0 x d1 block
+        # (a copy of each value, not a gather: the same numbers, several times cheaper on a CPU)
+        def spread(x: Tensor) -> Tensor:
+            block = x[..., di:di + r0, dj:dj + r1].unsqueeze(-1).unsqueeze(-3)  # [..., r0, 1, r1, 1]
+            return block.expand(*x.shape[:-2], r0, d0, r1, d1).reshape(*x.shape[:-2], size, size)
+        return spread(cos), spread(sin)
 
     (c00, s00), (c10, s10), (c01, s01), (c11, s11) = corner(0, 0), corner(1, 0), corner(0, 1), corner(1, 1)
     n00 = gx * c00 + gy * s00
@@ -268,7 +271,7 @@ def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor) -> dict[str, Tensor
     :func:`noeira.envs.craftax.worldgen.philox`) at counters ``(j, stream[i], serial[i] low,
     serial[i] high)``, ``j`` = 0, 1, ..., four uniforms a counter. So a world depends on its
     numbers only: any batch, device or order of generation gives it bit for bit."""
-    from noeira.envs.craftax.worldgen import philox
+    from noeira.envs.craftax.worldgen import philox, uniform
 
     dev = stream.device
     k = stream.shape[0]
@@ -277,12 +280,8 @@ def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor) -> dict[str, Tensor
     ser = serial.to(torch.int64).view(-1, 1)
     c2, c3 = ser & 0xFFFFFFFF, (ser >> 32) & 0xFFFFFFFF
     counters = torch.arange((DRAWS_PER_WORLD + 3) // 4, device=dev, dtype=torch.int64).view(1, -1)
-    words = torch.stack(philox(key, counters, c1, c2, c3), -1).view(k, -1)[:, :DRAWS_PER_WORLD]
-    # Triton's uint_to_uniform_float (as Craftax-Classic's ``uniform``), with the scale as a Python
-    # float (float32 math all the same) so no host-to-device copy runs inside a recorded graph
-    words = torch.where(words > 0x7FFFFFFF, words - (1 << 32), words)
-    words = torch.where(words < 0, -words - 1, words)
-    u = words.to(torch.float32) * 4.6566127342e-10
+    # Triton's uint_to_uniform_float of each word (Craftax-Classic's ``uniform``), four a counter
+    u = torch.stack([uniform(w) for w in philox(key, counters, c1, c2, c3)], -1).view(k, -1)[:, :DRAWS_PER_WORLD]
     out, start = {}, 0
     for name, shape, ints in DRAW_LAYOUT:
         size = math.prod(shape)
