@@ -715,6 +715,22 @@ def test_queue_row_copy_kernel(device: str, kernel_device) -> None:  # noqa: ANN
         assert torch.equal(dst[e].cpu(), want.cpu()), e
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_keyed_draws_kernel_gives_the_torch_draws(device: str, kernel_device) -> None:  # noqa: ANN001
+    """The Triton kernel of the keyed world draws (CUDA's path; on a CPU in Triton's interpreter)
+    gives the torch path's draws bit for bit: every field, streams and serials with high words
+    included, so a world is the same whichever path made it."""
+    pytest.importorskip("triton")
+    dev = kernel_device(device)
+    key = torch.tensor([0x123456789ABCDEF], device=dev)
+    stream = torch.tensor([0, 3, worldgen.QUEUE_STREAM], device=dev)
+    serial = torch.tensor([7, (1 << 33) + 5, (1 << 40) + 1], device=dev)
+    torch_draws = worldgen.keyed_draws(key.cpu(), stream.cpu(), serial.cpu(), kernel=False)
+    kernel_draws = worldgen.keyed_draws(key, stream, serial, kernel=True)
+    for name in torch_draws:
+        assert torch.equal(kernel_draws[name].cpu(), torch_draws[name]), name
+
+
 @pytest.mark.slow  # XLA compiles the reference's rollout and step (minutes on 2 cores), then ~1 min
 def test_step_exact_live_sweep() -> None:
     """A longer parity sweep against the live reference: on every floor, prepared states (mobs of

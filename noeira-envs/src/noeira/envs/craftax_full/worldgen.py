@@ -265,23 +265,31 @@ QUEUE_STREAM = 0xFFFFFFFF
 """The first counter word of the queue's worlds (env indices, the on-demand worlds', are below)."""
 
 
-def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor) -> dict[str, Tensor]:
+def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor, kernel: bool | None = None) -> dict[str, Tensor]:
     """``sample_world_draws``' inputs of the worlds numbered ``(stream[i], serial[i])`` (int64
     [k]) under the run's ``key`` (int64 [1]): world ``i`` reads Philox4x32-10 (as Triton's,
     :func:`noeira.envs.craftax.worldgen.philox`) at counters ``(j, stream[i], serial[i] low,
     serial[i] high)``, ``j`` = 0, 1, ..., four uniforms a counter. So a world depends on its
-    numbers only: any batch, device or order of generation gives it bit for bit."""
+    numbers only: any batch, device or order of generation gives it bit for bit. ``kernel``: the
+    uniforms from :func:`.draws.draws_kernel` (one Triton kernel, the same numbers; None: on CUDA
+    where Triton is installed), else from torch ops."""
     from noeira.envs.craftax.worldgen import philox, uniform
+    from noeira.envs.craftax_full.draws import draws_kernel
 
     dev = stream.device
     k = stream.shape[0]
     key = (key.reshape(1, 1).to(dev) ^ SALT)
-    c1 = stream.to(torch.int64).view(-1, 1)
-    ser = serial.to(torch.int64).view(-1, 1)
-    c2, c3 = ser & 0xFFFFFFFF, (ser >> 32) & 0xFFFFFFFF
-    counters = torch.arange((DRAWS_PER_WORLD + 3) // 4, device=dev, dtype=torch.int64).view(1, -1)
-    # Triton's uint_to_uniform_float of each word (Craftax-Classic's ``uniform``), four a counter
-    u = torch.stack([uniform(w) for w in philox(key, counters, c1, c2, c3)], -1).view(k, -1)[:, :DRAWS_PER_WORLD]
+    run = draws_kernel() if kernel or (kernel is None and dev.type == "cuda") else None
+    if run is not None:
+        u = torch.empty((k, DRAWS_PER_WORLD), dtype=torch.float32, device=dev)
+        run(u, key.reshape(1), stream.to(torch.int64).contiguous(), serial.to(torch.int64).contiguous())
+    else:
+        c1 = stream.to(torch.int64).view(-1, 1)
+        ser = serial.to(torch.int64).view(-1, 1)
+        c2, c3 = ser & 0xFFFFFFFF, (ser >> 32) & 0xFFFFFFFF
+        counters = torch.arange((DRAWS_PER_WORLD + 3) // 4, device=dev, dtype=torch.int64).view(1, -1)
+        # Triton's uint_to_uniform_float of each word (Craftax-Classic's ``uniform``), four a counter
+        u = torch.stack([uniform(w) for w in philox(key, counters, c1, c2, c3)], -1).view(k, -1)[:, :DRAWS_PER_WORLD]
     out, start = {}, 0
     for name, shape, ints in DRAW_LAYOUT:
         size = math.prod(shape)
