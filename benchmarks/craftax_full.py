@@ -10,9 +10,13 @@ in a used world (``episode_world_reused``: it must stay 0).
 
 ``--vs-craftax-cu PATH``: also run craftax.cu's ``bench --envs N --iters I`` at the same sizes
 and print the ratio. PATH is a built ``craftax_full_cuda`` binary, or craftax.cu's source folder
-(copied to a scratch folder and built there with ``make craftax_full_cuda
-NVCCFLAGS_FULL="-O3 -arch=sm_90 --expt-relaxed-constexpr -fmad=false"``). craftax.cu is a
-reference binary to measure against (Apache-2.0, see its NOTICE); none of its code is used here.
+(``.anchors/craftaxcu``: a copy of ``../shared/anchors/craftaxcu`` inside the git-ignored
+``.anchors``, so it travels to the GPU machine), copied to a scratch folder and built there with
+``make craftax_full_cuda NVCC=<nvcc> NVCCFLAGS_FULL="-O3 -arch=sm_XY --expt-relaxed-constexpr
+-fmad=false"`` (its Makefile's flags, for the GPU present). ``--cu-train ITERS`` also runs its
+``train`` (8,192 envs, 128-step segments) and, beside it, noeira's PPO on the full game with the
+env's recipe (``--ppo-graph``, default ``stream``). craftax.cu is a reference binary to measure
+against (Apache-2.0, see its NOTICE); none of its code is used here.
 
 Examples::
 
@@ -103,25 +107,75 @@ def bench_noeira(n: int, backend: str, graph: str, min_time: float, obs: str) ->
     return out
 
 
+def _nvcc() -> str | None:
+    """nvcc on PATH, under ``$CUDA_HOME`` or in /usr/local/cuda (craftax.cu's Makefile defines its
+    CUDA targets only when it finds nvcc)."""
+    import os
+
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "nvcc").is_file():
+            return str(Path(root) / "bin" / "nvcc")
+    return None
+
+
+def _arch() -> str:
+    """``sm_XY`` of the first CUDA device (sm_90 for an H100 / H200), sm_90 without one."""
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+    return "sm_90"
+
+
 def craftax_cu_binary(path: str, console: Console) -> Path | None:
-    """The craftax.cu full-game binary: ``path`` itself, or built from the sources in ``path``."""
+    """The craftax.cu full-game binary: ``path`` itself, or built from the sources in ``path``
+    (craftax.cu's folder, e.g. ``.anchors/craftaxcu``, a copy of ``../shared/anchors/craftaxcu``
+    carried to the GPU machine), copied to a scratch folder first."""
     p = Path(path)
     if p.is_file():
         return p
-    if not (p / "Makefile").exists():
-        console.print(f"[yellow]--vs-craftax-cu: {p} is neither a binary nor craftax.cu's source folder")
+    if not (p / "Makefile").exists() or not (p / "craftax_full.cu").exists():
+        console.print(f"[yellow]--vs-craftax-cu: {p} is neither a binary nor craftax.cu's source folder "
+                      "(a Makefile and craftax_full.cu)")
+        return None
+    nvcc = _nvcc()
+    if nvcc is None:
+        console.print("[yellow]--vs-craftax-cu: no nvcc (PATH, $CUDA_HOME, /usr/local/cuda): craftax.cu not built")
         return None
     work = Path(tempfile.mkdtemp(prefix="craftaxcu-"))
     shutil.copytree(p, work / "src")
     t = time.time()
-    res = subprocess.run(["make", "-C", str(work / "src"), "craftax_full_cuda",
-                          "NVCCFLAGS_FULL=-O3 -arch=sm_90 --expt-relaxed-constexpr -fmad=false"],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        console.print(f"[yellow]craftax.cu build failed: {res.stderr[-400:]}")
+    flags = f"-O3 -arch={_arch()} --expt-relaxed-constexpr -fmad=false"  # its Makefile's, for this GPU
+    res = subprocess.run(["make", "-C", str(work / "src"), "craftax_full_cuda", f"NVCC={nvcc}",
+                          f"NVCCFLAGS_FULL={flags}"], capture_output=True, text=True)
+    binary = work / "src" / "craftax_full_cuda"
+    if res.returncode != 0 or not binary.is_file():
+        console.print(f"[yellow]craftax.cu build failed: {(res.stderr or res.stdout)[-400:]}")
         return None
-    console.print(f"built craftax.cu's craftax_full_cuda in {time.time() - t:.0f} s")
-    return work / "src" / "craftax_full_cuda"
+    console.print(f"built craftax.cu's craftax_full_cuda in {time.time() - t:.0f} s ({nvcc} {flags})")
+    return binary
+
+
+def train_noeira(iterations: int, graph: str, backend: str, console: Console) -> dict[str, Any] | None:
+    """noeira's PPO on the full game with the env's own recipe (through the recipe hook: craftax.cu's
+    train defaults, 8,192 envs and 128-step segments on cuda): training steps/s, env + policy + learning
+    (``benchmarks/ppo_craftax.py``'s throughput phase: 4 warm-up iterations, then ``iterations``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import ppo_craftax
+
+    ppo_craftax.ENV = "craftax"
+    be = get_backend(backend)
+    cfg = ppo_craftax._config(be.name, 8192 if be.device.type == "cuda" else 32, 0, {}, int(1e9))
+    try:
+        out = ppo_craftax.throughput(cfg, graph, iterations)
+    except (RuntimeError, NoeiraError) as err:
+        console.print(f"[yellow]noeira PPO ({graph}): {type(err).__name__}: {str(err)[:200]}")
+        return None
+    a = cfg.agent.config
+    return {**out, "graph": graph, "num_envs": cfg.num_envs, "horizon": a.horizon, "network": a.network,
+            "hidden_sizes": list(a.hidden_sizes), "precision": a.precision, "obs": cfg.env.config.obs}
 
 
 def bench_craftax_cu(binary: Path, n: int, iters: int) -> float | None:
@@ -174,6 +228,42 @@ def bench_jax(n: int, min_time: float) -> float | None:
     return n / _time(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2)
 
 
+def bench_worldgen(k: int, backend: str, min_time: float) -> float:
+    """Seconds per world of noeira's keyed world generation (the draws and the nine floors), ``k``
+    worlds a call, as the queue's refill and on-demand resets call it."""
+    from noeira.envs.craftax_full import worldgen
+
+    be = get_backend(backend)
+    key = torch.tensor([12345], dtype=torch.int64, device=be.device)
+    stream = torch.zeros(k, dtype=torch.int64, device=be.device)
+    serial = torch.arange(k, device=be.device)
+    chunk = 2048 if be.device.type == "cuda" else 256
+    return _time(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk), be.synchronize, min_time,
+                 warmup=1) / k
+
+
+def bench_jax_worldgen(k: int, min_time: float) -> float | None:
+    """Seconds per world of the JAX reference's ``reset`` (jit + vmap over ``k`` keys), None without craftax."""
+    here = Path(__file__).resolve().parent
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    try:
+        import jax
+        from craftax.craftax.envs.craftax_symbolic_env import CraftaxSymbolicEnv
+    except ImportError:
+        return None
+    finally:
+        sys.path[:] = saved
+    env = CraftaxSymbolicEnv()
+    reset = jax.jit(jax.vmap(env.reset, (0, None)))
+    box = {"keys": jax.random.split(jax.random.PRNGKey(0), k)}
+
+    def run() -> None:
+        box["out"] = reset(box["keys"], env.default_params)
+
+    return _time(run, lambda: jax.block_until_ready(box["out"]), min_time, warmup=1) / k
+
+
 def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
@@ -193,11 +283,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vs-craftax-cu", default=None, metavar="PATH", help="craftax.cu's binary or source folder")
     p.add_argument("--cu-iters", type=int, default=256, help="craftax.cu bench iterations per size")
     p.add_argument("--cu-train", type=int, default=0, metavar="ITERS",
-                   help="also run craftax.cu's train for ITERS iterations of 8,192 x 128 steps (0: no)")
+                   help="also run craftax.cu's train for ITERS iterations of 8,192 x 128 steps, and noeira's PPO "
+                        "on the full game (its recipe, --ppo-graph) beside it (0: no)")
+    p.add_argument("--ppo-iters", type=int, default=6, help="timed PPO iterations of noeira's side of --cu-train")
+    p.add_argument("--ppo-graph", default="stream", help="graph backend of noeira's side of --cu-train "
+                   "(eager is tried when it fails)")
     p.add_argument("--jax-max", type=int, default=0, help="largest size for the JAX reference (default 0: none)")
     p.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 2.0; quick 0.3)")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
+    p.add_argument("--worldgen", default=None, metavar="K,K",
+                   help="only time world generation: milliseconds per world, K worlds a call (with --jax-max: JAX's reset)")
     a = p.parse_args(argv)
+    if a.worldgen:
+        return worldgen_main(a)
     sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else (QUICK_SIZES if a.quick else FULL_SIZES)
     min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
     graphs = [g.strip() for g in a.graphs.split(",") if g.strip()]
@@ -244,10 +342,26 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(f"{r['num_envs']:,}", *[_fmt(r.get(c)) for c in cols], f"{size:,.0f}", f"{reused:.3f}", ratio)
     console.print(table)
     cu_train = train_craftax_cu(binary, a.cu_train, console) if binary and a.cu_train else None
-    if cu_train:
-        console.print(f"craftax.cu train (8,192 envs, horizon 128, {a.cu_train} iterations): "
-                      f"{cu_train['steps_per_s']:.3g} steps/s over {cu_train['env_steps']:.3g} steps "
-                      f"({cu_train['seconds']:.1f} s), last return per episode {cu_train['return']:.2f}")
+    ppo = None
+    if a.cu_train:
+        ppo = train_noeira(a.ppo_iters, a.ppo_graph, a.backend, console)
+        if ppo is None and a.ppo_graph != "eager":
+            ppo = train_noeira(a.ppo_iters, "eager", a.backend, console)
+    if cu_train or ppo:
+        train = Table(title="PPO on the full game: training steps/s (env + policy + learning)")
+        for c in ("run", "envs x horizon", "policy", "steps/s", "note"):
+            train.add_column(c, justify="right" if c == "steps/s" else "left")
+        if cu_train:
+            train.add_row("craftax.cu train", "8,192 x 128", "its own (MinGRU)", _fmt(cu_train["steps_per_s"]),
+                          f"{a.cu_train} iterations, {cu_train['seconds']:.1f} s, last return/episode "
+                          f"{cu_train['return']:.2f}")
+        if ppo:
+            ratio = f"; {ppo['steps_per_second'] / cu_train['steps_per_s']:.2f}x craftax.cu" if cu_train else ""
+            train.add_row(f"noeira ppo ({ppo['graph']})", f"{ppo['num_envs']:,} x {ppo['horizon']}",
+                          f"{ppo['network']} {ppo['hidden_sizes']} {ppo['precision']}, {ppo['obs']} obs",
+                          _fmt(ppo["steps_per_second"]),
+                          f"{a.ppo_iters} iterations after 4 warm-up ({ppo['warmup_seconds']:.1f} s){ratio}")
+        console.print(train)
     if a.json:
         sys.path.insert(0, str(Path(__file__).parent))
         from _meta import commit
@@ -255,7 +369,24 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.json, "w") as f:
             json.dump({"date": datetime.now(UTC).isoformat(), "backend": be.name, "device": be.device_name(),
                        "torch": torch.__version__, "platform": platform.platform(), "commit": commit(),
-                       "rows": rows, "craftax_cu_train": cu_train}, f, indent=1)
+                       "rows": rows, "craftax_cu_train": cu_train, "noeira_ppo": ppo}, f, indent=1)
+    return 0
+
+
+def worldgen_main(a: argparse.Namespace) -> int:
+    be = get_backend(a.backend)
+    min_time = a.min_time if a.min_time is not None else 2.0
+    console = Console(width=max(Console().width, 100))
+    table = Table(title=f"craftax (full game) world generation, ms per world - {be.name} ({be.device_name()}), "
+                        f"torch threads {torch.get_num_threads()}")
+    for c in ("worlds a call", "noeira (keyed)", "JAX reset (jit, vmap)"):
+        table.add_column(c, justify="right")
+    for k in (int(x) for x in a.worldgen.split(",")):
+        ours = bench_worldgen(k, a.backend, min_time)
+        ref = bench_jax_worldgen(k, min_time) if k <= a.jax_max else None
+        table.add_row(f"{k:,}", f"{1e3 * ours:.3f}", "-" if ref is None else f"{1e3 * ref:.3f}")
+        console.print(f"  k={k}: noeira {1e3 * ours:.3f} ms/world" + ("" if ref is None else f", jax {1e3 * ref:.3f}"))
+    console.print(table)
     return 0
 
 

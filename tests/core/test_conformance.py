@@ -83,10 +83,10 @@ class Gusty(Corridor):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.wind = torch.Generator().manual_seed(7)
+        self.wind = torch.Generator(device=self.device).manual_seed(7)
 
     def _advance(self, action):
-        gust = torch.rand(self.num_envs, generator=self.wind) < 0.3
+        gust = torch.rand(self.num_envs, generator=self.wind, device=self.device) < 0.3
         return super()._advance(torch.where(gust, 0, action))
 
 

@@ -645,6 +645,54 @@ def test_cuda_matches_cpu_and_captures() -> None:
         assert torch.equal(env.s.arena, eager.s.arena)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("obs", ["compact", "symbolic"])
+def test_stream_graph_replays_the_eager_step_bit_for_bit(obs: str) -> None:
+    """``verify-graph`` for the env alone: 300 steps of the step recorded as a CUDA graph (the
+    ``stream`` backend: warm-up, recording, replays) beside 300 eager steps of an env built from the
+    same seed, compared after every step (observation, final observation, reward, flags) and at the
+    end (the state arena, the queue, the episode counts, the generator). Every env meets its time
+    limit once within the run, at a step of its own, so 256 episodes end and take worlds from the
+    queue (64 slots: it wraps round four times)."""
+    _device("cuda")
+    from noeira.core import get_backend, get_graph_backend
+
+    n, steps = 256, 300
+    g = torch.Generator().manual_seed(0)
+    actions = torch.randint(0, NUM_ACTIONS, (steps, n), generator=g).cuda()
+    ends = torch.randint(1, steps - 10, (n,), generator=g).cuda()  # the step at which each env is truncated
+    envs, steppers, action = [], [], torch.zeros(n, dtype=torch.long, device="cuda")
+    for graph in ("eager", "stream"):
+        backend = get_backend("cuda")
+        env = make_env("craftax", num_envs=n, backend=backend, seed=0, obs=obs, queue_size=64, queue_refill=8)
+        assert env.resets == "queue" and env.capture_safe
+        env.elapsed.copy_(env.max_episode_steps - ends)
+        envs.append(env)
+        def run(env=env) -> None:  # noqa: ANN001
+            env.step(action)  # a recorded step returns None or tensors, not the StepResult
+
+        steppers.append(get_graph_backend(graph).wrap(run, backend))
+    eager, recorded = envs
+    ended = 0
+    for t in range(steps):
+        action.copy_(actions[t])
+        for step in steppers:
+            step()
+        a, b = eager._result, recorded._result
+        for key in ("obs", "final_obs", "reward", "terminated", "truncated"):
+            assert torch.equal(getattr(a, key), getattr(b, key)), (key, t)
+        ended += int((a.terminated | a.truncated).sum())
+    assert steppers[1].graph is not None, "the stream backend recorded the step"
+    assert ended >= n
+    assert torch.equal(eager.s.arena, recorded.s.arena)
+    q, r = eager.queue, recorded.queue
+    for key in ("arena", "obs", "head", "tail", "serial", "slot_serial"):
+        assert torch.equal(getattr(q, key), getattr(r, key)), key
+    assert torch.equal(eager.episode, recorded.episode) and torch.equal(eager.reused, recorded.reused)
+    assert not bool(eager.reused.any()), "the queue kept up: no episode started in a used world"
+    assert torch.equal(eager.generator.get_state(), recorded.generator.get_state())
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_queue_row_copy_kernel(device: str, kernel_device) -> None:  # noqa: ANN001
     """The queue's Triton row copy (CUDA; on a CPU in Triton's interpreter) writes the source rows
@@ -665,6 +713,22 @@ def test_queue_row_copy_kernel(device: str, kernel_device) -> None:  # noqa: ANN
     for e in range(n):
         want = src[int(rows[e])] if mask[e] else before[e]
         assert torch.equal(dst[e].cpu(), want.cpu()), e
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_keyed_draws_kernel_gives_the_torch_draws(device: str, kernel_device) -> None:  # noqa: ANN001
+    """The Triton kernel of the keyed world draws (CUDA's path; on a CPU in Triton's interpreter)
+    gives the torch path's draws bit for bit: every field, streams and serials with high words
+    included, so a world is the same whichever path made it."""
+    pytest.importorskip("triton")
+    dev = kernel_device(device)
+    key = torch.tensor([0x123456789ABCDEF], device=dev)
+    stream = torch.tensor([0, 3, worldgen.QUEUE_STREAM], device=dev)
+    serial = torch.tensor([7, (1 << 33) + 5, (1 << 40) + 1], device=dev)
+    torch_draws = worldgen.keyed_draws(key.cpu(), stream.cpu(), serial.cpu(), kernel=False)
+    kernel_draws = worldgen.keyed_draws(key, stream, serial, kernel=True)
+    for name in torch_draws:
+        assert torch.equal(kernel_draws[name].cpu(), torch_draws[name]), name
 
 
 @pytest.mark.slow  # XLA compiles the reference's rollout and step (minutes on 2 cores), then ~1 min
@@ -708,3 +772,34 @@ def test_step_exact_live_sweep() -> None:
                 break
             cur = rec["next"]
     assert checked >= 250 and levels == set(range(9)), (checked, levels)  # 296 at this writing (some die early)
+
+
+@pytest.mark.parametrize("obs", ["symbolic", "compact"])
+def test_queue_step_is_capture_safe_through_autoresets(obs: str) -> None:
+    """The step with queue resets (the CUDA default) does nothing a CUDA-graph recording cannot
+    hold (no tensor literal or Python-list index copied to the device, no host sync), checked on
+    the CPU by ``noeira.core.testing.capture`` over steps where envs die and take queued worlds;
+    the on-demand resets (declared not capture-safe) are seen listing the ended envs on the host."""
+    from noeira.core.testing import CaptureHazards, format_hazards
+
+    env = _env(4, seed=0, obs=obs, resets="queue", queue_size=6, queue_refill=2)
+    assert env.capture_safe
+    g = torch.Generator().manual_seed(0)
+    actions = [torch.randint(0, NUM_ACTIONS, (4,), generator=g) for _ in range(4)]
+    env.step(actions[0])  # warm-up (a recording follows warm-up calls too)
+    with CaptureHazards() as det:
+        for t, action in enumerate(actions[1:]):
+            with det.quiet():
+                state = env.get_state()
+                state["player_health"][t % 2::2] = 0.0  # half the envs die this step
+                env.set_state(state)
+            r = env.step(action)
+            with det.quiet():
+                assert bool(r.terminated[t % 2::2].all())
+    assert not det.hazards, format_hazards(det.hazards)
+    assert env.episode.tolist() == [2, 1, 2, 1]  # three steps of deaths: each took a queued world
+    on_demand = _env(2, seed=0)
+    assert not on_demand.capture_safe
+    with CaptureHazards() as det:
+        on_demand.step(torch.zeros(2, dtype=torch.long))
+    assert any("nonzero" in h.what for h in det.hazards)

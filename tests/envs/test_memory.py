@@ -247,7 +247,10 @@ def test_recorded_step_is_the_eager_step(name: str) -> None:
         env = make_env(name, num_envs=64, backend=backend, seed=0, **LONG[name])
         env.reset(seed=0)
         action = torch.zeros(64, dtype=torch.long, device="cuda")
-        step = get_graph_backend(graph).wrap(lambda env=env, action=action: env.step(action), backend)
+        def run(env=env, action=action) -> None:  # noqa: ANN001
+            env.step(action)  # a recorded step returns None or tensors, not the StepResult
+
+        step = get_graph_backend(graph).wrap(run, backend)
         rows = []
         for t in range(40):
             action.fill_(t % env.action_space.n)

@@ -33,8 +33,10 @@ from noeira.core.contracts import (
     StepResult,
 )
 from noeira.core.spaces import Box, Discrete, Encoded, MultiDiscrete
+from noeira.core.testing.capture import CaptureHazards, Hazard, find_capture_hazards, format_hazards
 
-__all__ = ["check_agent", "check_backend", "check_env", "check_graph_backend", "check_network", "check_physics"]
+__all__ = ["CaptureHazards", "Hazard", "check_agent", "check_backend", "check_env", "check_env_capture",
+           "check_graph_backend", "check_network", "check_physics", "find_capture_hazards"]
 
 EnvFactory = Callable[[int | None], BatchedEnv]
 
@@ -144,6 +146,43 @@ def check_env(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu",
     _check_resume(a, make, gen, seed)
     for e in (a, b, c):
         e.close()
+    if a.capture_safe:
+        check_env_capture(make, seed=seed)
+
+
+def check_env_capture(env: str | EnvFactory, *, num_envs: int = 4, backend: str = "cpu", steps: int = 3,
+                      warmup: int = 1, seed: int = 0, **kwargs: Any) -> None:
+    """Check that a ``capture_safe`` env's ``step`` holds nothing a CUDA-graph recording cannot:
+    no host-to-device copy (a tensor literal, a Python-list index, a factory without ``device=``)
+    and no host sync (``.item()``, ``nonzero``, a boolean-mask index ...), found on any device,
+    the CPU included, by :class:`noeira.core.testing.capture.CaptureHazards`. After ``warmup``
+    unchecked steps (a recording is made after warm-up calls too: lazy caches fill there),
+    ``steps`` steps run watched; an env with an ``elapsed`` counter and a time limit has half its
+    envs, then the other half, put at the limit's last step first, so the watched steps run
+    autoresets. ``check_env`` runs this for every env that declares ``capture_safe``."""
+    make = _factory(env, num_envs, backend, kwargs)
+    e = make(seed)
+    e.reset(seed=seed)
+    gen = torch.Generator(device=e.action_space.device if hasattr(e.action_space, "device") else "cpu")
+    gen.manual_seed(seed)
+    actions = [e.action_space.sample(e.num_envs, generator=gen) for _ in range(warmup + steps)]
+    for action in actions[:warmup]:
+        e.step(action)
+    elapsed = getattr(e, "elapsed", None)
+    limit = e.max_episode_steps
+    done = 0
+    with CaptureHazards() as det:
+        for t, action in enumerate(actions[warmup:]):
+            if isinstance(elapsed, Tensor) and limit is not None and t < 2:
+                with det.quiet():  # the check's own setup
+                    elapsed[t::2] = limit - 1
+            r = e.step(action)
+            with det.quiet():
+                done += int((r.terminated | r.truncated).sum())
+    e.close()
+    assert not det.hazards, (f"{e.name if hasattr(e, 'name') else type(e).__name__} declares capture_safe, but its "
+                             f"step does what a CUDA-graph recording cannot hold ({done} autoresets in "
+                             f"{steps} watched steps):\n{format_hazards(det.hazards)}")
 
 
 def _check_env_optional(env: BatchedEnv) -> None:

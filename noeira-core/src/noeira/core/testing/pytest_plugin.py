@@ -46,3 +46,9 @@ def check_backend() -> Any:
 def check_graph_backend() -> Any:
     """:func:`noeira.core.testing.check_graph_backend`."""
     return testing.check_graph_backend
+
+
+@pytest.fixture
+def check_env_capture() -> Any:
+    """:func:`noeira.core.testing.check_env_capture`."""
+    return testing.check_env_capture

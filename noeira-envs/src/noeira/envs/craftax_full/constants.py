@@ -11,6 +11,7 @@ the rows floors; the rows are types: which type spawns on which floor is ``FLOOR
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 
@@ -195,7 +196,7 @@ def torch_light_map() -> torch.Tensor:
 
 def f32(x: float) -> float:
     """``x`` rounded to float32 (as a Python float)."""
-    return float(torch.tensor(x, dtype=torch.float32))
+    return struct.unpack("f", struct.pack("f", x))[0]  # host arithmetic: no tensor inside a step
 
 
 PI32 = f32(math.pi)

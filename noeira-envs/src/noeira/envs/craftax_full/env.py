@@ -260,7 +260,7 @@ class WorldQueue:
     :meth:`draw` gives the ended envs the next worlds in env order (:meth:`draw_obs` their first
     observations); an env that finds the queue empty takes a used world and is flagged in
     ``reused``. A world is one row of the state's arena: on CUDA with Triton one kernel copies the
-    rows of the ended envs (its cost follows them); elsewhere ``index_copy``.
+    rows of the ended envs (its cost follows them); elsewhere a select over every row.
     """
 
     def __init__(self, generate: Callable[[Tensor], State], observe: Callable[[State, Tensor], None], size: int,
@@ -333,10 +333,8 @@ class WorldQueue:
         copy = rows.copy_rows_kernel() if self.device.type == "cuda" else None
         if copy is not None:
             copy(dst, src, mask, order, rows_, self._ended, self._envs)
-        elif self.device.type == "cuda":  # no Triton: select over every env (slow, but no sync)
-            dst.copy_(torch.where(mask.unsqueeze(1), src[rows_.clamp(min=0)], dst))
-        else:
-            idx = mask.nonzero().squeeze(1)
-            dst.index_copy_(0, idx, src.index_select(0, rows_.index_select(0, idx)))
+        else:  # no Triton, or the CPU: select over every env (work for all, but fixed shapes and no sync,
+            # so the CPU runs what a recording holds: ``noeira.core.testing.check_env_capture`` checks it)
+            dst.copy_(torch.where(mask.unsqueeze(1), src.index_select(0, rows_), dst))
 
     __scratch__ = ("_ended", "_envs", "_last")  # in-step scratch (``noeira verify-graph`` skips them)

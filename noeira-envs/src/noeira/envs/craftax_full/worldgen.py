@@ -172,12 +172,15 @@ def perlin(angles: Tensor, res: tuple[int, int], size: int = W) -> Tensor:
     gy = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[1] / size), 1.0).view(1, size)
     theta = angles * _TWO_PI
     cos, sin = torch.cos(theta), torch.sin(theta)
-    i0 = torch.arange(size, device=dev) // d0
-    j0 = torch.arange(size, device=dev) // d1
+    r0, r1 = res
 
     def corner(di: int, dj: int) -> tuple[Tensor, Tensor]:
-        rows, cols = (i0 + di).view(-1, 1), (j0 + dj).view(1, -1)
-        return cos[..., rows, cols], sin[..., rows, cols]
+        # the gradients of each cell's (di, dj) corner, repeated over the cell's d0 x d1 block
+        # (a copy of each value, not a gather: the same numbers, several times cheaper on a CPU)
+        def spread(x: Tensor) -> Tensor:
+            block = x[..., di:di + r0, dj:dj + r1].unsqueeze(-1).unsqueeze(-3)  # [..., r0, 1, r1, 1]
+            return block.expand(*x.shape[:-2], r0, d0, r1, d1).reshape(*x.shape[:-2], size, size)
+        return spread(cos), spread(sin)
 
     (c00, s00), (c10, s10), (c01, s01), (c11, s11) = corner(0, 0), corner(1, 0), corner(0, 1), corner(1, 1)
     n00 = gx * c00 + gy * s00
@@ -262,27 +265,31 @@ QUEUE_STREAM = 0xFFFFFFFF
 """The first counter word of the queue's worlds (env indices, the on-demand worlds', are below)."""
 
 
-def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor) -> dict[str, Tensor]:
+def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor, kernel: bool | None = None) -> dict[str, Tensor]:
     """``sample_world_draws``' inputs of the worlds numbered ``(stream[i], serial[i])`` (int64
     [k]) under the run's ``key`` (int64 [1]): world ``i`` reads Philox4x32-10 (as Triton's,
     :func:`noeira.envs.craftax.worldgen.philox`) at counters ``(j, stream[i], serial[i] low,
     serial[i] high)``, ``j`` = 0, 1, ..., four uniforms a counter. So a world depends on its
-    numbers only: any batch, device or order of generation gives it bit for bit."""
-    from noeira.envs.craftax.worldgen import philox
+    numbers only: any batch, device or order of generation gives it bit for bit. ``kernel``: the
+    uniforms from :func:`.draws.draws_kernel` (one Triton kernel, the same numbers; None: on CUDA
+    where Triton is installed), else from torch ops."""
+    from noeira.envs.craftax.worldgen import philox, uniform
+    from noeira.envs.craftax_full.draws import draws_kernel
 
     dev = stream.device
     k = stream.shape[0]
     key = (key.reshape(1, 1).to(dev) ^ SALT)
-    c1 = stream.to(torch.int64).view(-1, 1)
-    ser = serial.to(torch.int64).view(-1, 1)
-    c2, c3 = ser & 0xFFFFFFFF, (ser >> 32) & 0xFFFFFFFF
-    counters = torch.arange((DRAWS_PER_WORLD + 3) // 4, device=dev, dtype=torch.int64).view(1, -1)
-    words = torch.stack(philox(key, counters, c1, c2, c3), -1).view(k, -1)[:, :DRAWS_PER_WORLD]
-    # Triton's uint_to_uniform_float (as Craftax-Classic's ``uniform``), with the scale as a Python
-    # float (float32 math all the same) so no host-to-device copy runs inside a recorded graph
-    words = torch.where(words > 0x7FFFFFFF, words - (1 << 32), words)
-    words = torch.where(words < 0, -words - 1, words)
-    u = words.to(torch.float32) * 4.6566127342e-10
+    run = draws_kernel() if kernel or (kernel is None and dev.type == "cuda") else None
+    if run is not None:
+        u = torch.empty((k, DRAWS_PER_WORLD), dtype=torch.float32, device=dev)
+        run(u, key.reshape(1), stream.to(torch.int64).contiguous(), serial.to(torch.int64).contiguous())
+    else:
+        c1 = stream.to(torch.int64).view(-1, 1)
+        ser = serial.to(torch.int64).view(-1, 1)
+        c2, c3 = ser & 0xFFFFFFFF, (ser >> 32) & 0xFFFFFFFF
+        counters = torch.arange((DRAWS_PER_WORLD + 3) // 4, device=dev, dtype=torch.int64).view(1, -1)
+        # Triton's uint_to_uniform_float of each word (Craftax-Classic's ``uniform``), four a counter
+        u = torch.stack([uniform(w) for w in philox(key, counters, c1, c2, c3)], -1).view(k, -1)[:, :DRAWS_PER_WORLD]
     out, start = {}, 0
     for name, shape, ints in DRAW_LAYOUT:
         size = math.prod(shape)
@@ -313,6 +320,15 @@ def _config_tensor(key: str, device: torch.device, dtype: torch.dtype = torch.in
     """A field of every smooth config [6] (made once per device: the generation runs inside
     recorded CUDA graphs, where a host-to-device copy is not allowed)."""
     return torch.tensor([c[key] for c in SMOOTH_CONFIGS], dtype=dtype, device=device)
+
+
+@functools.cache
+def _level_index(which: str, device: torch.device) -> Tensor:
+    """The floors the smooth configs make (``smooth``), the dungeons (``dungeon``), or the index
+    among the smooth floors of the dark ones (``dark``), as a device tensor made once."""
+    levels = {"smooth": SMOOTH_LEVELS, "dungeon": DUNGEON_LEVELS,
+              "dark": tuple(SMOOTH_LEVELS.index(lv) for lv in DARK_LEVELS)}[which]
+    return torch.tensor(levels, dtype=torch.int64, device=device)
 
 
 @functools.cache
@@ -479,12 +495,13 @@ def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
     smap, sitem, slight, sdown, sup = smooth_floors(draws)
     dmap, ditem, ddown, dup = dungeon_floors(draws)
     s = empty_state(k, dev)
-    sl, dl = list(SMOOTH_LEVELS), list(DUNGEON_LEVELS)
+    # the floors as device index tensors made once (a Python list index is copied from the host)
+    sl, dl, dark = _level_index("smooth", dev), _level_index("dungeon", dev), _level_index("dark", dev)
     s["map"][:, sl] = smap.to(torch.uint8)
     s["map"][:, dl] = dmap.to(torch.uint8)
     s["item_map"][:, sl] = sitem.to(torch.uint8)
     s["item_map"][:, dl] = ditem.to(torch.uint8)
-    s["light_map"].copy_(slight[:, [SMOOTH_LEVELS.index(lv) for lv in DARK_LEVELS]])
+    s["light_map"].copy_(slight.index_select(1, dark))
     for key, a, b in (("down_ladders", sdown, ddown), ("up_ladders", sup, dup)):
         s[key][:, sl] = torch.stack([a // W, a % W], -1).int()
         s[key][:, dl] = torch.stack([b // W, b % W], -1).int()
