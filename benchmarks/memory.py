@@ -88,13 +88,23 @@ def first_crossing(metrics: Path, threshold: float) -> tuple[int | None, float |
 
 
 def run_one(task: str, network: str, seed: int, setting: str, backend: str, out_dir: str,
-            total_steps: int | None, time_budget: float | None = None) -> dict[str, Any]:
+            total_steps: int | None, time_budget: float | None = None,
+            deadline: float | None = None) -> dict[str, Any]:
     """Train one seed in this (fresh) process; the row of the results. With ``time_budget``
     (seconds of training), the run stops at the end of the iteration past it (the driver's
-    SIGTERM stop, with a checkpoint) and that policy is evaluated as the final one would be."""
+    SIGTERM stop, with a checkpoint) and that policy is evaluated as the final one would be.
+    ``deadline`` (a ``time.time()``): the budget is cut to what is left of it, and a run that
+    would start with under 30 s left is not started (a row with an error)."""
     t0, cpu0 = time.perf_counter(), time.process_time()
     row: dict[str, Any] = {"task": task, "network": network, "seed": seed, "setting": setting, "backend": backend}
     timer = None
+    if deadline is not None:
+        left = deadline - time.time()
+        if left < 30:
+            row.update({"solved": False, "final_eval": None, "steps_to_solve": None, "wall_seconds": 0.0,
+                        "cpu_seconds": 0.0, "error": "not started: the --deadline had passed"})
+            return row
+        time_budget = min(time_budget or left, left)
     try:
         import attrs
         import torch
@@ -125,6 +135,8 @@ def run_one(task: str, network: str, seed: int, setting: str, backend: str, out_
             if timer is not None:
                 timer.cancel()
         steps, seconds = first_crossing(run_dir / "metrics.jsonl", threshold)
+        if task == "count-recall":
+            row["count_recall"] = count_reach(run_dir)
         row.update({
             "memory_steps": bounds["memory_steps"], "chance": bounds["chance_return"], "best": bounds["best_return"],
             "threshold": threshold, "final_eval": final, "solved": final >= threshold,
@@ -139,6 +151,37 @@ def run_one(task: str, network: str, seed: int, setting: str, backend: str, out_
     row["wall_seconds"] = time.perf_counter() - t0
     row["cpu_seconds"] = time.process_time() - cpu0
     return row
+
+
+def count_reach(run_dir: Path, envs: int = 512, episodes_per_env: int = 4) -> dict[str, Any]:
+    """``count-recall``: the trained policy's accuracy by the true count (deterministic, a fresh
+    seed), and the highest count it answers right at least half the time (``reach``): a policy
+    can score well and never answer the rare high counts."""
+    import torch
+
+    from noeira.core.driver import load_run
+
+    run = load_run(run_dir, num_envs=envs, seed_offset=7)
+    env, agent = run.env, run.agent
+    try:
+        n = env.config.length
+        right, seen = torch.zeros(n + 2), torch.zeros(n + 2)
+        obs, state = env.reset(seed=run.seed), agent.initial_state(envs)
+        done = torch.ones(envs, dtype=torch.bool, device=env.device)
+        with torch.no_grad():
+            for _ in range(episodes_per_env * n):
+                s = env.get_state()
+                count = s["counts"].gather(1, s["query"][:, None]).squeeze(1).cpu()
+                action, state = agent.act(obs, state, done, deterministic=True)
+                right.index_add_(0, count, (action.cpu() == count).float())
+                seen.index_add_(0, count, torch.ones(envs))
+                r = env.step(action)
+                obs, done = r.obs, r.terminated | r.truncated
+    finally:
+        run.close()
+    acc = {c: round(float(right[c] / seen[c]), 3) for c in range(n + 2) if seen[c] > 0}
+    reach = max([c for c, a in acc.items() if a >= 0.5], default=-1)
+    return {"accuracy_by_count": acc, "answers_by_count": {c: int(seen[c]) for c in acc}, "reach": reach}
 
 
 def _logged_speed(metrics: Path) -> float | None:
@@ -162,13 +205,14 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = sorted({(r["task"], r["setting"], r["network"]) for r in rows},
                   key=lambda k: (TASKS.index(k[0]), k[1] != "short", NETWORKS.index(k[2]) if k[2] in NETWORKS else 9))
     for task, setting, network in keys:
-        rs = [r for r in rows if (r["task"], r["setting"], r["network"]) == (task, setting, network)]
+        every = [r for r in rows if (r["task"], r["setting"], r["network"]) == (task, setting, network)]
+        rs = [r for r in every if not str(r.get("error") or "").startswith("not started")]
         n, solved = len(rs), sum(bool(r["solved"]) for r in rs)
         ok = [r for r in rs if r.get("error") is None]
         evals = [r["final_eval"] for r in ok]
         out.append({
             "task": task, "setting": setting, "network": network, "seeds": n, "solved": solved,
-            "solves": solved >= -(-4 * n // 5),
+            "solves": n > 0 and solved >= -(-4 * n // 5),
             "memory_steps": ok[0]["memory_steps"] if ok else None,
             "chance": ok[0]["chance"] if ok else None, "best": ok[0]["best"] if ok else None,
             "mean_final_eval": _mean(evals), "std_final_eval": statistics.pstdev(evals) if evals else None,
@@ -180,7 +224,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "stopped_at_time_budget": sum(bool(r.get("stopped_at_time_budget")) for r in ok),
             "median_steps_per_second": _median([r["steps_per_second"] for r in ok if r.get("steps_per_second")]),
             "median_wall_seconds": _median([r["wall_seconds"] for r in rs]),
-            "errors": [r["error"] for r in rs if r.get("error")],
+            "errors": [r["error"] for r in rs if r.get("error")], "not_started": len(every) - len(rs),
+            "count_reach": [r["count_recall"]["reach"] for r in sorted(ok, key=lambda r: r["seed"]) if "count_recall" in r],
         })
     return out
 
@@ -214,6 +259,12 @@ def print_table(summary: list[dict[str, Any]]) -> None:
     for s in summary:
         for err in s["errors"]:
             print(f"error: {s['task']} {s['setting']} {s['network']}: {err}")
+        reach = s.get("count_reach")
+        if reach:
+            print(f"count-recall {s['setting']} {s['network']}: the highest count answered right (at least half the "
+                  f"time), by seed: {', '.join(map(str, reach))}")
+        if s["not_started"]:
+            print(f"not started (--deadline): {s['task']} {s['setting']} {s['network']}: {s['not_started']} seeds")
 
 
 def _bad(msg: str) -> SystemExit:
@@ -284,11 +335,13 @@ def cmd_learn(args: argparse.Namespace) -> int:
     print(f"{len(runs)} runs on {args.workers} workers, backend {args.backend}: {', '.join(tasks)} x "
           f"{', '.join(networks)} x seeds {seeds}", flush=True)
     t0 = time.perf_counter()
+    deadline = time.time() + args.deadline if args.deadline else None
     rows: list[dict[str, Any]] = []
     with cf.ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=mp.get_context("spawn"),
                                 max_tasks_per_child=1) as pool:
         futures = {pool.submit(run_one, t, n, s, st, args.backend, args.run_dir,
-                               args.long_steps if st == "long" else args.steps, args.time_budget): (t, n, s, st)
+                               args.long_steps if st == "long" else args.steps, args.time_budget,
+                               deadline): (t, n, s, st)
                    for t, n, s, st in runs}
         for fut in cf.as_completed(futures):
             t, n, s, st = futures[fut]
@@ -475,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--long-steps", type=int, default=20_000_000, help="run.total_steps of the long runs")
     a.add_argument("--time-budget", type=float, default=None,
                    help="seconds of training per run: stop at the iteration past it and evaluate that policy")
+    a.add_argument("--deadline", type=float, default=None,
+                   help="seconds from the start: runs still training then stop (as --time-budget), later ones don't start")
     a.add_argument("--out", default="memory.json")
     a.add_argument("--run-dir", default="runs/memory")
     s = sub.add_parser("speed", help="training steps/s of lstm and mingru against a plain torch.nn.LSTM loop")
