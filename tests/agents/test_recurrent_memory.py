@@ -141,6 +141,17 @@ def test_network_layer_sits_below_the_envs_recipes() -> None:
     assert lstm.recipes == ("networks (noeira-agents)", "envs (noeira-envs)")
 
 
+def test_count_recall_recipe_keeps_its_rare_answers_explored() -> None:
+    """count-recall's recipe (noeira-envs) raises the entropy bonus, the LSTM's most, and widens
+    the LSTM only: at ent_coef 0.01 every network stopped trying the rare high counts
+    (BENCHMARKS.md "Memory": accuracy by count); the MLP keeps its sizes."""
+    lstm, mingru, mlp = (_run("count-recall", network=n) for n in ("lstm", "mingru", "mlp"))
+    assert (lstm.agent.config.ent_coef, lstm.agent.config.hidden_sizes) == (0.1, (128, 128))
+    assert (mingru.agent.config.ent_coef, mingru.agent.config.hidden_sizes) == (0.05, (64, 64))
+    assert mlp.agent.config.hidden_sizes == (64, 64)
+    assert _run("repeat-first", network="lstm").agent.config.ent_coef == 0.01  # the other tasks keep 0.01
+
+
 def test_help_says_where_the_layer_came_from(plain_cue: str, capsys) -> None:
     assert main(["train", f"env={plain_cue}", "agent.network=mingru", "backend=cpu", "--help"]) == 0
     out = capsys.readouterr().out
