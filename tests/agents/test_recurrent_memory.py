@@ -243,7 +243,7 @@ SOLVE_BUDGETS = [
     ("repeat-previous", "lstm", 300_000), ("repeat-previous", "mingru", 200_000),
     ("count-recall", "lstm", 500_000), ("count-recall", "mingru", 500_000),
     ("t-maze", "lstm", 100_000), ("t-maze", "mingru", 200_000),
-    ("autoencode", "lstm", 300_000), ("autoencode", "mingru", 300_000),
+    ("autoencode", "lstm", 200_000), ("autoencode", "mingru", 500_000),
 ]
 
 
