@@ -368,6 +368,8 @@ def cmd_table(args: argparse.Namespace) -> int:
     """The table of one or more ``learn`` results together (the halves of a split matrix)."""
     rows: list[dict[str, Any]] = []
     for path in args.results:
+        if not Path(path).is_file():
+            raise _bad(f"{path}: no such file (did its learn run finish a run?)")
         rows += json.loads(Path(path).read_text())["runs"]
     print_table(summarize(rows))
     return 0
