@@ -141,6 +141,17 @@ def test_network_layer_sits_below_the_envs_recipes() -> None:
     assert lstm.recipes == ("networks (noeira-agents)", "envs (noeira-envs)")
 
 
+def test_count_recall_recipe_keeps_its_rare_answers_explored() -> None:
+    """count-recall's recipe (noeira-envs) raises the entropy bonus, the LSTM's most, and widens
+    the LSTM only: at ent_coef 0.01 every network stopped trying the rare high counts
+    (BENCHMARKS.md "Memory": accuracy by count); the MLP keeps its sizes."""
+    lstm, mingru, mlp = (_run("count-recall", network=n) for n in ("lstm", "mingru", "mlp"))
+    assert (lstm.agent.config.ent_coef, lstm.agent.config.hidden_sizes) == (0.1, (128, 128))
+    assert (mingru.agent.config.ent_coef, mingru.agent.config.hidden_sizes) == (0.05, (64, 64))
+    assert mlp.agent.config.hidden_sizes == (64, 64)
+    assert _run("repeat-first", network="lstm").agent.config.ent_coef == 0.01  # the other tasks keep 0.01
+
+
 def test_help_says_where_the_layer_came_from(plain_cue: str, capsys) -> None:
     assert main(["train", f"env={plain_cue}", "agent.network=mingru", "backend=cpu", "--help"]) == 0
     out = capsys.readouterr().out
@@ -225,13 +236,28 @@ def test_a_memoryless_policy_stays_near_chance(task: str, tmp_path: Path) -> Non
     assert ret <= b["chance_return"] + 0.1 * (b["best_return"] - b["chance_return"]), (ret, b)
 
 
+SOLVE_BUDGETS = [
+    # (task, network, run.total_steps): every task x network once, seed 0, at a budget no larger
+    # than the recipe's 5e5, from the steps its seed 0 took here (BENCHMARKS.md "Memory")
+    ("repeat-first", "lstm", 100_000), ("repeat-first", "mingru", 100_000),
+    ("repeat-previous", "lstm", 300_000), ("repeat-previous", "mingru", 200_000),
+    ("count-recall", "lstm", 500_000), ("count-recall", "mingru", 500_000),
+    ("t-maze", "lstm", 100_000), ("t-maze", "mingru", 200_000),
+    ("autoencode", "lstm", 200_000), ("autoencode", "mingru", 500_000),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("task", "network", "steps"), [("repeat-previous", "mingru", 200_000),
-                                                         ("repeat-first", "lstm", 100_000)])
+@pytest.mark.parametrize(("task", "network", "steps"), SOLVE_BUDGETS)
 def test_short_setting_is_solved(task: str, network: str, steps: int, tmp_path: Path) -> None:
-    """A representative pair of the suite's table (benchmarks/memory.py runs every task x network
-    x 5 seeds; BENCHMARKS.md "Memory"): MinGRU's queue of the last 4 symbols (its input conv at
-    work) and the LSTM's 15-step hold, each evaluating within a tenth of the best return, from
-    the recipes alone (shorter budgets than their 5e5: the CI's time)."""
+    """PPO with ``agent.network`` the only setting solves every task of the suite at its short
+    setting: the final 100-episode evaluation within a tenth of the way from the best return
+    (``chance + 0.9 (best - chance)``).
+
+    A bounded subset of the claim, sized for CI (about 9 minutes on a 2-core CPU): one seed per
+    task x network, each at a budget no larger than the recipe's 5e5 steps. The issue's claim,
+    solved on at least 4 of 5 seeds, is 50 runs of up to 5e5 steps (hours on such a box): the
+    benchmark carries it (``python benchmarks/memory.py learn``: 5 tasks x mlp, lstm, mingru x 5
+    seeds, its table in BENCHMARKS.md "Memory")."""
     ret, b = _suite_run(task, network, tmp_path, total_steps=steps)
     assert ret >= b["chance_return"] + 0.9 * (b["best_return"] - b["chance_return"]), (ret, b)

@@ -26,5 +26,5 @@ def noeira_recipe(agent: str, env: str, backend: str, num_envs: int | None,
     if agent == "ppo" and env in MEMORY_TASKS:
         from noeira.envs.memory.recipes import ppo_recipe as memory_recipe
 
-        return memory_recipe(env, backend, num_envs)
+        return memory_recipe(env, backend, num_envs, network)
     return None
