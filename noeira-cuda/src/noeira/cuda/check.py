@@ -45,6 +45,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from noeira.core.testing.capture import HOST_METHODS, INDEX_OPS, SYNC_OPS
+
 __all__ = ["Finding", "Report", "check_steps", "cmd_check_capture"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
@@ -53,23 +55,6 @@ _OWN_DIR = str(Path(__file__).resolve().parent) + os.sep
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
 _SKIP_CACHE: dict[str, bool] = {}
 
-# Tensor methods that bring a value to the host (name -> how it reads in a finding)
-_HOST_METHODS = {
-    "item": "Tensor.item()", "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
-    "__bool__": "bool(tensor) (a Python branch on a tensor value)", "__int__": "int(tensor)",
-    "__float__": "float(tensor)", "__index__": "a tensor used as a Python index", "__len__": None,
-}
-_SYNC_OPS = {
-    "_local_scalar_dense": "aten._local_scalar_dense (a tensor value read on the host)",
-    "nonzero": "aten.nonzero (output size depends on the data)",
-    "masked_select": "aten.masked_select (output size depends on the data)",
-    "unique": "torch.unique (output size depends on the data)", "_unique2": "torch.unique (output size depends on the data)",
-    "unique_consecutive": "torch.unique_consecutive (output size depends on the data)",
-    "unique_dim": "torch.unique (output size depends on the data)",
-    "repeat_interleave": "repeat_interleave without output_size",
-    "_assert_async": None,
-}
-_INDEX_OPS = {"index", "index_put", "index_put_", "_index_put_impl_"}
 _COPY_OPS = {"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize", "to"}
 _MAX_FINDINGS_PER_DIFF = 10
 
@@ -209,7 +194,7 @@ class _FunctionMode(TorchFunctionMode):
         if det.quiet == 0:
             if name in ("backward",) or func is torch.autograd.backward:
                 det.backward_site = _site()[0]
-            what = _HOST_METHODS.get(name)
+            what = HOST_METHODS.get(name) if name != "cpu" else None  # .cpu(): only of a device tensor
             host_copy = name == "cpu" and args and isinstance(args[0], Tensor) and args[0].device.type != "cpu"
             if what or host_copy:
                 det.report("host sync", what or "Tensor.cpu() of a device tensor")
@@ -238,11 +223,13 @@ class _DispatchMode(TorchDispatchMode):
         tensors = [t for t in flat if isinstance(t, Tensor)]
         located = _site()
         synced = False
-        if name in _SYNC_OPS and _SYNC_OPS[name]:
-            if not (name == "repeat_interleave" and kwargs.get("output_size") is not None):
-                det.report("host sync", _SYNC_OPS[name], located)
-                synced = True
-        elif name in _INDEX_OPS and any(t.dtype in (torch.bool, torch.uint8) for t in tensors[1:]):
+        if SYNC_OPS.get(name):
+            det.report("host sync", SYNC_OPS[name], located)
+            synced = True
+        elif name == "repeat_interleave" and kwargs.get("output_size") is None:
+            det.report("host sync", "repeat_interleave without output_size", located)
+            synced = True
+        elif name in INDEX_OPS and any(t.dtype in (torch.bool, torch.uint8) for t in tensors[1:]):
             det.report("host sync", "boolean-mask indexing (a data-dependent size; use torch.where)", located)
             synced = True
         if name in _COPY_OPS:

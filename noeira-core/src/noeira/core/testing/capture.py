@@ -56,7 +56,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["CaptureHazards", "Hazard", "find_capture_hazards"]
+__all__ = ["HOST_METHODS", "INDEX_OPS", "SYNC_OPS", "CaptureHazards", "Hazard", "find_capture_hazards"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
 _OWN_FILE = str(Path(__file__).resolve())
@@ -67,7 +67,7 @@ STACK_DEPTH = 8
 
 Frame = tuple[str, int, str]
 
-_SYNC_OPS = {
+SYNC_OPS = {
     "_local_scalar_dense": "aten._local_scalar_dense: a tensor value read on the host",
     "nonzero": "aten.nonzero: its output size depends on the data",
     "nonzero_static": None,  # fixed size: fine
@@ -77,10 +77,15 @@ _SYNC_OPS = {
     "unique_dim": "torch.unique: its output size depends on the data",
     "unique_consecutive": "torch.unique_consecutive: its output size depends on the data",
     "unique_dim_consecutive": "torch.unique_consecutive: its output size depends on the data",
+    "unique": "torch.unique: its output size depends on the data",
+    "_assert_async": None,  # an assertion checked on the device: fine
 }
+"""aten ops that read the host, or whose output size depends on the data (name -> how a finding
+reads; None: fine). ``repeat_interleave`` is one unless given ``output_size``. This module's CPU
+detector and ``noeira check-capture`` (noeira-cuda) read this one table."""
 _LIFT_OPS = {"lift_fresh", "lift_fresh_copy", "lift"}
-_INDEX_OPS = {"index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index", "_unsafe_index_put"}
-_HOST_METHODS = {
+INDEX_OPS = {"index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index", "_unsafe_index_put"}
+HOST_METHODS = {
     "item": "Tensor.item(): a tensor value read on the host",
     "tolist": "Tensor.tolist(): the tensor read on the host",
     "numpy": "Tensor.numpy(): the tensor read on the host",
@@ -210,8 +215,8 @@ class _FunctionMode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if det._quiet:
             return func(*args, **kwargs)
-        if name in _HOST_METHODS:
-            det.report("host sync", _HOST_METHODS[name])
+        if name in HOST_METHODS:
+            det.report("host sync", HOST_METHODS[name])
             with det.quiet():  # the _local_scalar_dense underneath is this same finding
                 return func(*args, **kwargs)
         if name == "one_hot" and _num_classes(args, kwargs) >= 0:
@@ -273,12 +278,12 @@ class _DispatchMode(TorchDispatchMode):
                 det.report("host-to-device", f"{how}: a tensor literal, made on the host and copied to the device "
                                              f"(make it once, on the device, outside the step) [{list(t.shape)} "
                                              f"{str(t.dtype).removeprefix('torch.')}]")
-        elif name in _SYNC_OPS:
-            if _SYNC_OPS[name]:
-                det.report("host sync", _SYNC_OPS[name])
+        elif name in SYNC_OPS:
+            if SYNC_OPS[name]:
+                det.report("host sync", SYNC_OPS[name])
         elif name == "repeat_interleave" and kwargs.get("output_size") is None:
             det.report("host sync", "repeat_interleave without output_size: its output size depends on the data")
-        elif name in _INDEX_OPS:
+        elif name in INDEX_OPS:
             flat = tree_flatten(args[1])[0] if len(args) > 1 else []
             if any(isinstance(t, Tensor) and t.dtype in (torch.bool, torch.uint8) for t in flat):
                 det.report("host sync", f"aten.{name} with a boolean mask: its size depends on the data "
