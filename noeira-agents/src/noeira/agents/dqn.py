@@ -423,7 +423,8 @@ C51_RECIPES: RecipeTables = {
 RAINBOW_RECIPES: RecipeTables = {
     "cartpole": _from_dqn("cartpole", verified=True, num_atoms=51, v_min=0.0, v_max=100.0, epsilon_start=0.0,
                           epsilon_end=0.0, n_step=3),  # 5 seeds (BENCHMARKS.md)
-    "acrobot": _from_dqn("acrobot", num_atoms=51, v_min=-100.0, v_max=0.0, epsilon_start=0.0, epsilon_end=0.0, n_step=3),
+    "acrobot": _from_dqn("acrobot", verified=True, num_atoms=51, v_min=-100.0, v_max=0.0, epsilon_start=0.0,
+                         epsilon_end=0.0, n_step=3),  # 5 seeds
     "atari": _atari({"learning_rate": 6.25e-5, "adam_eps": 1.5e-4, "n_step": 3, "target_update_interval": 4_000,
                      "epsilon_start": 0.0, "epsilon_end": 0.0}),
     "*": {"*": {"note": UNTESTED, "run": {"total_steps": 500_000, "log_interval": 250}}},
