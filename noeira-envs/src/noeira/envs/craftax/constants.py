@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import math
+import struct
 
 import torch
 
@@ -59,8 +60,10 @@ SPAWN_ZOMBIE_NIGHT_CHANCE = 0.1
 SPAWN_SKELETON_CHANCE = 0.05
 
 
-def _f32(x: float) -> float:
-    return float(torch.tensor(x, dtype=torch.float32))
+def f32(x: float) -> float:
+    """``x`` rounded to float32 (as a Python float), by host arithmetic: no tensor, so it may run
+    inside a recorded step."""
+    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def _cosf():
@@ -83,14 +86,14 @@ def light_tables(max_t: int) -> tuple[torch.Tensor, torch.Tensor]:
     and ``0.02 + 0.1 (1 - light)^2`` (again a fused multiply-add). Without a C ``cosf`` the
     cosine is float64's rounded to float32, which differs in the last bit for ~1% of ``t``."""
     cosf = _cosf()
-    recip, pi = _f32(1 / DAY_LENGTH), _f32(math.pi)
+    recip, pi = f32(1 / DAY_LENGTH), f32(math.pi)
     t = torch.arange(max_t + 1, dtype=torch.float32)
-    progress = torch.remainder(t * recip, 1.0) + _f32(0.3)
+    progress = torch.remainder(t * recip, 1.0) + f32(0.3)
     x = (progress * pi).tolist()
     c = torch.tensor([cosf(v) for v in x] if cosf is not None else [math.cos(v) for v in x], dtype=torch.float32).abs()
     c2 = c * c
     light = (1.0 - c2.double() * c.double()).float()  # fma(-c2, c, 1): one rounding
     dark = 1.0 - light
     sq = dark * dark
-    chance = (sq.double() * _f32(SPAWN_ZOMBIE_NIGHT_CHANCE) + _f32(SPAWN_ZOMBIE_BASE_CHANCE)).float()
+    chance = (sq.double() * f32(SPAWN_ZOMBIE_NIGHT_CHANCE) + f32(SPAWN_ZOMBIE_BASE_CHANCE)).float()
     return light, chance

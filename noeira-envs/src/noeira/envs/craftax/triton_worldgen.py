@@ -48,14 +48,12 @@ from triton.language.random import philox
 
 from noeira.envs.craftax import constants as C
 from noeira.envs.craftax import worldgen
+from noeira.envs.craftax.constants import f32
 from noeira.envs.craftax.state import STATE_FIELDS
 from noeira.envs.craftax.triton_step import COAL, COW_HEALTH, DIAMOND, GRASS, IRON, LAVA, PATH, STONE, TREE, WATER, _const
 
 __all__ = ["WorldGen", "generate_into"]
 
-
-def _f32(x: float) -> float:
-    return float(torch.tensor(x, dtype=torch.float32))
 
 
 NUM_WARPS = 4
@@ -77,21 +75,21 @@ the five noise evaluations a cell needs a second time."""
 SAND = _const(C.SAND)
 UP = _const(C.UP)
 SPAWN = _const(C.MAP_SIZE // 2)
-TWO_PI = _const(_f32(2 * math.pi))
-SQRT2 = _const(_f32(math.sqrt(2)))
-F_FIFTH = _const(_f32(0.2))  # XLA's (and worldgen's) distance / 5 as a multiplication by 0.2f
-F_005 = _const(_f32(0.05))
-F_04 = _const(_f32(0.4))
-F_05 = _const(_f32(0.5))
-F_06 = _const(_f32(0.6))
-F_07 = _const(_f32(0.7))
-F_075 = _const(_f32(0.75))
-F_08 = _const(_f32(0.8))
-F_085 = _const(_f32(0.85))
-P_COAL = _const(_f32(0.04))
-P_IRON = _const(_f32(0.03))
-P_DIAMOND = _const(_f32(0.005))
-U_SCALE = _const(_f32(4.6566127342e-10))  # Triton's (and worldgen.uniform's) int32 -> [0, 1) scale
+TWO_PI = _const(f32(2 * math.pi))
+SQRT2 = _const(f32(math.sqrt(2)))
+F_FIFTH = _const(f32(0.2))  # XLA's (and worldgen's) distance / 5 as a multiplication by 0.2f
+F_005 = _const(f32(0.05))
+F_04 = _const(f32(0.4))
+F_05 = _const(f32(0.5))
+F_06 = _const(f32(0.6))
+F_07 = _const(f32(0.7))
+F_075 = _const(f32(0.75))
+F_08 = _const(f32(0.8))
+F_085 = _const(f32(0.85))
+P_COAL = _const(f32(0.04))
+P_IRON = _const(f32(0.03))
+P_DIAMOND = _const(f32(0.005))
+U_SCALE = _const(f32(4.6566127342e-10))  # Triton's (and worldgen.uniform's) int32 -> [0, 1) scale
 # the gradient angles of the four fields, one row per world: offsets into it
 OFF_WATER = _const(0)  # 5 x 5
 OFF_MOUNTAIN = _const(25)  # 5 x 5

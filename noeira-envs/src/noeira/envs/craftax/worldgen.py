@@ -48,6 +48,7 @@ from noeira.envs.craftax.constants import (
     TREE,
     UP,
     WATER,
+    f32,
 )
 from noeira.envs.craftax.state import empty_state
 
@@ -70,9 +71,6 @@ def sample_world_draws(k: int, generator: torch.Generator, device: torch.device)
     return out
 
 
-def _f32(x: float) -> float:
-    return float(torch.tensor(x, dtype=torch.float32))
-
 
 def _interpolant(t: Tensor) -> Tensor:
     return t * t * t * (t * (t * 6 - 15) + 10)
@@ -86,7 +84,7 @@ def perlin(angles: Tensor, res: tuple[int, int]) -> Tensor:
     # position inside its gradient cell, in cells (exact binary fractions)
     gx = torch.remainder(torch.arange(W, device=dev, dtype=torch.float32) * (res[0] / W), 1.0).view(1, W, 1)
     gy = torch.remainder(torch.arange(W, device=dev, dtype=torch.float32) * (res[1] / W), 1.0).view(1, 1, W)
-    theta = angles * _f32(2 * math.pi)
+    theta = angles * f32(2 * math.pi)
     cos, sin = torch.cos(theta), torch.sin(theta)
     i0 = torch.arange(W, device=dev) // d0  # gradient row below each map row
     j0 = torch.arange(W, device=dev) // d1
@@ -103,7 +101,7 @@ def perlin(angles: Tensor, res: tuple[int, int]) -> Tensor:
     tx, ty = _interpolant(gx), _interpolant(gy)
     n0 = n00 * (1 - tx) + tx * n10
     n1 = n01 * (1 - tx) + tx * n11
-    noise = _f32(math.sqrt(2)) * ((1 - ty) * n0 + ty * n1)
+    noise = f32(math.sqrt(2)) * ((1 - ty) * n0 + ty * n1)
     lo = noise.amin(dim=(1, 2), keepdim=True)
     hi = noise.amax(dim=(1, 2), keepdim=True)
     return (noise - lo) / (hi - lo)
@@ -115,7 +113,7 @@ def world_from_draws(draws: dict[str, Tensor]) -> dict[str, Tensor]:
     k, dev = u_pick.shape[0], u_pick.device
     rows = torch.arange(W, device=dev)
     dist = (rows.view(-1, 1) - SPAWN[0]).abs() + (rows.view(1, -1) - SPAWN[1]).abs()
-    near = (dist.float() * _f32(0.2)).clamp(0.0, 1.0)  # XLA divides by 5 as a multiplication by 0.2f
+    near = (dist.float() * f32(0.2)).clamp(0.0, 1.0)  # XLA divides by 5 as a multiplication by 0.2f
 
     water = perlin(draws["angles_water"], NOISE_RES["water"]) + near - 1.0
     mp = torch.where(water > 0.7, WATER, GRASS)

@@ -11,9 +11,10 @@ the rows floors; the rows are types: which type spawns on which floor is ``FLOOR
 from __future__ import annotations
 
 import math
-import struct
 
 import torch
+
+from noeira.envs.craftax.constants import f32  # noqa: F401  (C.f32: the full game's modules read it here)
 
 MAP_SIZE = 48
 NUM_LEVELS = 9
@@ -192,11 +193,6 @@ def torch_light_map() -> torch.Tensor:
     r = torch.arange(9) - 4
     d = torch.sqrt((r.view(-1, 1) ** 2 + r.view(1, -1) ** 2).float())
     return (1.0 - d * f32(0.2)).clamp(0.0, 1.0)
-
-
-def f32(x: float) -> float:
-    """``x`` rounded to float32 (as a Python float)."""
-    return struct.unpack("f", struct.pack("f", x))[0]  # host arithmetic: no tensor inside a step
 
 
 PI32 = f32(math.pi)

@@ -118,15 +118,11 @@ class Tables:
 
 
 @functools.cache
-def _f(x: float) -> float:
-    return C.f32(x)
-
-
 def _fma(a: Tensor, b: Tensor | float, c: Tensor | float) -> Tensor:
     """``a * b + c`` in float32 with one rounding (XLA's fused multiply-add), via float64 (the
     product of two float32 is exact there)."""
-    b = b.double() if isinstance(b, Tensor) else _f(b)
-    c = c.double() if isinstance(c, Tensor) else _f(c)
+    b = b.double() if isinstance(b, Tensor) else C.f32(b)
+    c = c.double() if isinstance(c, Tensor) else C.f32(c)
     return (a.double() * b + c).float()
 
 
@@ -278,9 +274,9 @@ class _Step:
         s = self.s
         armour = s["inventory.armour"].float()
         ench = s["armour_enchantments"]
-        d_phys = ((armour[:, 0] * _f(0.1) + armour[:, 1] * _f(0.1)) + armour[:, 2] * _f(0.1)) + armour[:, 3] * _f(0.1)
-        fire = (ench == 1).float() * _f(0.2)
-        ice = (ench == 2).float() * _f(0.2)
+        d_phys = ((armour[:, 0] * C.f32(0.1) + armour[:, 1] * C.f32(0.1)) + armour[:, 2] * C.f32(0.1)) + armour[:, 3] * C.f32(0.1)
+        fire = (ench == 1).float() * C.f32(0.2)
+        ice = (ench == 2).float() * C.f32(0.2)
         d_fire = ((fire[:, 0] + fire[:, 1]) + fire[:, 2]) + fire[:, 3]
         d_ice = ((ice[:, 0] + ice[:, 1]) + ice[:, 2]) + ice[:, 3]
         vec = vec * (1.0 + self.fighting_boss().float() * C.BOSS_FIGHT_EXTRA_DAMAGE).unsqueeze(1)
