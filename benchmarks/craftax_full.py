@@ -201,8 +201,9 @@ def train_craftax_cu(binary: Path, iters: int, console: Console) -> dict[str, fl
             "wall": time.time() - t}
 
 
-def bench_jax(n: int, min_time: float) -> float | None:
-    """Steps/s of the JAX reference (jit + vmap, autoreset), None without craftax."""
+def _jax_reference() -> tuple[Any, Any] | None:
+    """``(jax, CraftaxSymbolicEnv())``, None without craftax (this folder left off ``sys.path`` while
+    importing: its ``craftax.py`` would shadow the package)."""
     here = Path(__file__).resolve().parent
     saved = sys.path[:]
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
@@ -213,7 +214,15 @@ def bench_jax(n: int, min_time: float) -> float | None:
         return None
     finally:
         sys.path[:] = saved
-    env = CraftaxSymbolicEnv()
+    return jax, CraftaxSymbolicEnv()
+
+
+def bench_jax(n: int, min_time: float) -> float | None:
+    """Steps/s of the JAX reference (jit + vmap, autoreset), None without craftax."""
+    loaded = _jax_reference()
+    if loaded is None:
+        return None
+    jax, env = loaded
     params = env.default_params
     keys = jax.random.split(jax.random.PRNGKey(0), n)
     _, state = jax.vmap(env.reset, (0, None))(keys, params)
@@ -244,17 +253,10 @@ def bench_worldgen(k: int, backend: str, min_time: float) -> float:
 
 def bench_jax_worldgen(k: int, min_time: float) -> float | None:
     """Seconds per world of the JAX reference's ``reset`` (jit + vmap over ``k`` keys), None without craftax."""
-    here = Path(__file__).resolve().parent
-    saved = sys.path[:]
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-    try:
-        import jax
-        from craftax.craftax.envs.craftax_symbolic_env import CraftaxSymbolicEnv
-    except ImportError:
+    loaded = _jax_reference()
+    if loaded is None:
         return None
-    finally:
-        sys.path[:] = saved
-    env = CraftaxSymbolicEnv()
+    jax, env = loaded
     reset = jax.jit(jax.vmap(env.reset, (0, None)))
     box = {"keys": jax.random.split(jax.random.PRNGKey(0), k)}
 
