@@ -159,7 +159,7 @@ def train_run(agent_name: str, env_name: str, seed: int, args: argparse.Namespac
             next_eval = train_s + args.eval_every
         if "eval_return" in point:  # one line per evaluation: a run cut by a time limit still shows its curve
             print(f"  {agent_name} {env_name} seed {seed}: {steps:,} steps, {train_s:.0f} s, "
-                  f"eval {point['eval_return']:.1f}, train {point.get('train_return', float('nan')):.1f}", flush=True)
+                  f"eval {point['eval_return']:.1f}, train {_last_train(curve):.1f}", flush=True)
     final = evaluate_now()
     result = {
         "agent": agent_name, "env": env_name, "seed": seed, "backend": backend.name, "graph": args.graph,
@@ -167,11 +167,16 @@ def train_run(agent_name: str, env_name: str, seed: int, args: argparse.Namespac
         "env_steps": steps, "train_seconds": train_s, "eval_seconds": evals_s,
         "wall_seconds": time.perf_counter() - t_start, "return_at_1m": ret_1m, "final_return": final,
         "anchors": {src: {"score": anchors[src], "reached": crossed[src]} for src in anchors},
-        "train_return": next((p["train_return"] for p in reversed(curve) if "train_return" in p), None),
+        "train_return": _last_train(curve, None),
         "curve": curve, "config": cfg.to_dict(),
     }
     _free(eval_env, env)
     return result
+
+
+def _last_train(curve: list[dict[str, Any]], default: Any = float("nan")) -> Any:
+    """The latest logged mean training-episode return (intervals in which no episode ended log none)."""
+    return next((p["train_return"] for p in reversed(curve) if "train_return" in p), default)
 
 
 def episode_means(stats: dict[str, Any]) -> dict[str, float]:
