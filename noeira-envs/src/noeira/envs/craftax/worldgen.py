@@ -71,27 +71,32 @@ def sample_world_draws(k: int, generator: torch.Generator, device: torch.device)
     return out
 
 
+_TWO_PI, _SQRT2 = f32(2 * math.pi), f32(math.sqrt(2))
+
 
 def _interpolant(t: Tensor) -> Tensor:
     return t * t * t * (t * (t * 6 - 15) + 10)
 
 
-def perlin(angles: Tensor, res: tuple[int, int]) -> Tensor:
-    """Perlin noise [k, 64, 64] from gradient angles [k, r0+1, r1+1] in turns, normalised to [0, 1]
-    per world (``generate_fractal_noise_2d`` with one octave)."""
+def perlin(angles: Tensor, res: tuple[int, int], size: int = W) -> Tensor:
+    """Perlin noise [..., size, size] from gradient angles [..., r0+1, r1+1] in turns, normalised
+    to [0, 1] per grid (``generate_fractal_noise_2d`` with one octave), float32 in the
+    reference's order of operations. ``size``: 64 for Classic's map, 48 for the full game's floors."""
     dev = angles.device
-    d0, d1 = W // res[0], W // res[1]
-    # position inside its gradient cell, in cells (exact binary fractions)
-    gx = torch.remainder(torch.arange(W, device=dev, dtype=torch.float32) * (res[0] / W), 1.0).view(1, W, 1)
-    gy = torch.remainder(torch.arange(W, device=dev, dtype=torch.float32) * (res[1] / W), 1.0).view(1, 1, W)
-    theta = angles * f32(2 * math.pi)
+    d0, d1 = size // res[0], size // res[1]
+    gx = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[0] / size), 1.0).view(size, 1)
+    gy = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[1] / size), 1.0).view(1, size)
+    theta = angles * _TWO_PI
     cos, sin = torch.cos(theta), torch.sin(theta)
-    i0 = torch.arange(W, device=dev) // d0  # gradient row below each map row
-    j0 = torch.arange(W, device=dev) // d1
+    r0, r1 = res
 
     def corner(di: int, dj: int) -> tuple[Tensor, Tensor]:
-        rows, cols = (i0 + di).view(-1, 1), (j0 + dj).view(1, -1)
-        return cos[:, rows, cols], sin[:, rows, cols]
+        # the gradients of each cell's (di, dj) corner, repeated over the cell's d0 x d1 block
+        # (a copy of each value, not a gather: the same numbers, several times cheaper on a CPU)
+        def spread(x: Tensor) -> Tensor:
+            block = x[..., di:di + r0, dj:dj + r1].unsqueeze(-1).unsqueeze(-3)  # [..., r0, 1, r1, 1]
+            return block.expand(*x.shape[:-2], r0, d0, r1, d1).reshape(*x.shape[:-2], size, size)
+        return spread(cos), spread(sin)
 
     (c00, s00), (c10, s10), (c01, s01), (c11, s11) = corner(0, 0), corner(1, 0), corner(0, 1), corner(1, 1)
     n00 = gx * c00 + gy * s00
@@ -101,9 +106,9 @@ def perlin(angles: Tensor, res: tuple[int, int]) -> Tensor:
     tx, ty = _interpolant(gx), _interpolant(gy)
     n0 = n00 * (1 - tx) + tx * n10
     n1 = n01 * (1 - tx) + tx * n11
-    noise = f32(math.sqrt(2)) * ((1 - ty) * n0 + ty * n1)
-    lo = noise.amin(dim=(1, 2), keepdim=True)
-    hi = noise.amax(dim=(1, 2), keepdim=True)
+    noise = _SQRT2 * ((1 - ty) * n0 + ty * n1)
+    lo = noise.amin(dim=(-2, -1), keepdim=True)
+    hi = noise.amax(dim=(-2, -1), keepdim=True)
     return (noise - lo) / (hi - lo)
 
 

@@ -33,6 +33,7 @@ import math
 import torch
 from torch import Tensor
 
+from noeira.envs.craftax.worldgen import perlin
 from noeira.envs.craftax_full.constants import (
     BOSS_FIGHT_SPAWN_TURNS,
     CHEST,
@@ -71,7 +72,6 @@ from noeira.envs.craftax_full.constants import (
     WALL,
     WALL_MOSS,
     WATER,
-    f32,
     torch_light_map,
 )
 from noeira.envs.craftax_full.state import State, empty_state
@@ -153,47 +153,6 @@ def _set(grid: Tensor, flat: Tensor, value: Tensor | int, where: Tensor | None =
     if where is not None:
         value = torch.where(where.unsqueeze(-1), value, grid.gather(-1, idx))
     grid.scatter_(-1, idx, value)
-
-
-_TWO_PI, _SQRT2 = f32(2 * math.pi), f32(math.sqrt(2))
-
-
-def _interpolant(t: Tensor) -> Tensor:
-    return t * t * t * (t * (t * 6 - 15) + 10)
-
-
-def perlin(angles: Tensor, res: tuple[int, int], size: int = W) -> Tensor:
-    """Perlin noise [..., size, size] from gradient angles [..., r0+1, r1+1] in turns, normalised
-    to [0, 1] per grid (``generate_fractal_noise_2d`` with one octave), float32 in the
-    reference's order of operations."""
-    dev = angles.device
-    d0, d1 = size // res[0], size // res[1]
-    gx = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[0] / size), 1.0).view(size, 1)
-    gy = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[1] / size), 1.0).view(1, size)
-    theta = angles * _TWO_PI
-    cos, sin = torch.cos(theta), torch.sin(theta)
-    r0, r1 = res
-
-    def corner(di: int, dj: int) -> tuple[Tensor, Tensor]:
-        # the gradients of each cell's (di, dj) corner, repeated over the cell's d0 x d1 block
-        # (a copy of each value, not a gather: the same numbers, several times cheaper on a CPU)
-        def spread(x: Tensor) -> Tensor:
-            block = x[..., di:di + r0, dj:dj + r1].unsqueeze(-1).unsqueeze(-3)  # [..., r0, 1, r1, 1]
-            return block.expand(*x.shape[:-2], r0, d0, r1, d1).reshape(*x.shape[:-2], size, size)
-        return spread(cos), spread(sin)
-
-    (c00, s00), (c10, s10), (c01, s01), (c11, s11) = corner(0, 0), corner(1, 0), corner(0, 1), corner(1, 1)
-    n00 = gx * c00 + gy * s00
-    n10 = (gx - 1) * c10 + gy * s10
-    n01 = gx * c01 + (gy - 1) * s01
-    n11 = (gx - 1) * c11 + (gy - 1) * s11
-    tx, ty = _interpolant(gx), _interpolant(gy)
-    n0 = n00 * (1 - tx) + tx * n10
-    n1 = n01 * (1 - tx) + tx * n11
-    noise = _SQRT2 * ((1 - ty) * n0 + ty * n1)
-    lo = noise.amin(dim=(-2, -1), keepdim=True)
-    hi = noise.amax(dim=(-2, -1), keepdim=True)
-    return (noise - lo) / (hi - lo)
 
 
 def _conv3(x: Tensor, kernel: tuple[tuple[float, ...], ...]) -> Tensor:
@@ -358,18 +317,18 @@ def smooth_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor,
     prox_mountain = torch.minimum((dist / cfg("mountain_strength", torch.float32)).clamp(min=0.0),
                                   cfg("mountain_max", torch.float32))
 
-    water = perlin(d["angles_water"], NOISE_RES["water"]) + prox_water - 1.0
+    water = perlin(d["angles_water"], NOISE_RES["water"], W) + prox_water - 1.0
     mp = torch.where(water > cfg("water_thr", torch.float32), cfg("sea"), cfg("default"))
     mp = torch.where((water > cfg("sand_thr", torch.float32)) & (mp != cfg("sea")), cfg("coast"), mp)
-    mountain = perlin(d["angles_mountain"], NOISE_RES["mountain"]) + 0.05
+    mountain = perlin(d["angles_mountain"], NOISE_RES["mountain"], W) + 0.05
     mountain = mountain + prox_mountain - 1.0
     high = mountain > 0.7
     mp = torch.where(high, cfg("mountain"), mp)
-    path = perlin(d["angles_path"], NOISE_RES["path"])
+    path = perlin(d["angles_path"], NOISE_RES["path"], W)
     mp = torch.where(high & (path > 0.8), cfg("path"), mp)
     mp = torch.where(high & (path.transpose(-2, -1) > 0.8), cfg("path"), mp)
     mp = torch.where((mountain > 0.85) & (water > 0.4), cfg("inner"), mp)
-    tree_noise = perlin(d["angles_tree"], NOISE_RES["tree"])
+    tree_noise = perlin(d["angles_tree"], NOISE_RES["tree"], W)
     trees = ((tree_noise > cfg("tree_perlin", torch.float32)).float() * d["u_tree"] > cfg("tree_uniform", torch.float32))
     mp = torch.where(trees & (mp == cfg("tree_req")), cfg("tree"), mp)
     ore_req, ores = _config_tensor("ore_req", dev), _config_tensor("ores", dev)
