@@ -14,6 +14,7 @@ reaches that threshold. A (task, setting, network) solves when >= 4 of 5 seeds d
     python benchmarks/memory.py learn                                   # short settings, 3 networks, 5 seeds
     python benchmarks/memory.py learn --tasks t-maze --networks mingru --seeds 1
     python benchmarks/memory.py learn --setting long --backend cuda --workers 1
+    python benchmarks/memory.py learn --tasks t-maze --networks lstm --set agent.network_options.max_timescale=64
 
 ``speed``: training steps/s (collect + learn, the recipe's PPO on ``repeat-first``) of
 ``lstm`` and ``mingru`` at 16 envs on the CPU, beside a plain loop doing the same work with
@@ -59,9 +60,10 @@ LONG: dict[str, dict[str, Any]] = {
 
 
 def run_config(task: str, network: str, seed: int, setting: str, backend: str, eval_episodes: int = 100,
-               total_steps: int | None = None) -> Any:
-    """The resolved config of one run (the recipes under the setting's overrides)."""
-    from noeira.core.config import deep_merge
+               total_steps: int | None = None, overrides: tuple[str, ...] = ()) -> Any:
+    """The resolved config of one run (the recipes under the setting's overrides, then
+    ``overrides``: ``noeira train``'s KEY=VALUE, e.g. ``agent.network_options.max_timescale=64``)."""
+    from noeira.core.config import deep_merge, parse_overrides
     from noeira.core.driver import resolve
 
     raw: dict[str, Any] = {"backend": backend, "env": {"name": task}, "agent": {"name": "ppo", "network": network},
@@ -71,7 +73,7 @@ def run_config(task: str, network: str, seed: int, setting: str, backend: str, e
         raw = deep_merge(raw, LONG[task])
     if total_steps is not None:
         raw["run"]["total_steps"] = total_steps
-    return resolve(raw)
+    return resolve(deep_merge(raw, parse_overrides(overrides)))
 
 
 def first_crossing(metrics: Path, threshold: float) -> tuple[int | None, float | None]:
@@ -89,14 +91,15 @@ def first_crossing(metrics: Path, threshold: float) -> tuple[int | None, float |
 
 def run_one(task: str, network: str, seed: int, setting: str, backend: str, out_dir: str,
             total_steps: int | None, time_budget: float | None = None,
-            deadline: float | None = None) -> dict[str, Any]:
+            deadline: float | None = None, overrides: tuple[str, ...] = ()) -> dict[str, Any]:
     """Train one seed in this (fresh) process; the row of the results. With ``time_budget``
     (seconds of training), the run stops at the end of the iteration past it (the driver's
     SIGTERM stop, with a checkpoint) and that policy is evaluated as the final one would be.
     ``deadline`` (a ``time.time()``): the budget is cut to what is left of it, and a run that
     would start with under 30 s left is not started (a row with an error)."""
     t0, cpu0 = time.perf_counter(), time.process_time()
-    row: dict[str, Any] = {"task": task, "network": network, "seed": seed, "setting": setting, "backend": backend}
+    row: dict[str, Any] = {"task": task, "network": network, "seed": seed, "setting": setting, "backend": backend,
+                           "set": list(overrides)}
     timer = None
     if deadline is not None:
         left = deadline - time.time()
@@ -114,7 +117,7 @@ def run_one(task: str, network: str, seed: int, setting: str, backend: str, out_
         from noeira.core.errors import Terminated
 
         torch.set_num_threads(1)
-        cfg = run_config(task, network, seed, setting, backend, total_steps=total_steps)
+        cfg = run_config(task, network, seed, setting, backend, total_steps=total_steps, overrides=overrides)
         env = make_env(task, num_envs=1, backend="cpu", seed=0, **attrs.asdict(cfg.env.config))
         bounds = env.describe()
         threshold = bounds["chance_return"] + 0.9 * (bounds["best_return"] - bounds["chance_return"])
@@ -333,7 +336,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
         raise _bad("nothing to run (no task, network or seed; --seeds 0 is a count of none: 0, is seed 0)")
     runs.sort(key=_cost, reverse=True)
     print(f"{len(runs)} runs on {args.workers} workers, backend {args.backend}: {', '.join(tasks)} x "
-          f"{', '.join(networks)} x seeds {seeds}", flush=True)
+          f"{', '.join(networks)} x seeds {seeds}" + (f", with {' '.join(args.set)}" if args.set else ""), flush=True)
     t0 = time.perf_counter()
     deadline = time.time() + args.deadline if args.deadline else None
     rows: list[dict[str, Any]] = []
@@ -341,7 +344,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
                                 max_tasks_per_child=1) as pool:
         futures = {pool.submit(run_one, t, n, s, st, args.backend, args.run_dir,
                                args.long_steps if st == "long" else args.steps, args.time_budget,
-                               deadline): (t, n, s, st)
+                               deadline, tuple(args.set)): (t, n, s, st)
                    for t, n, s, st in runs}
         for fut in cf.as_completed(futures):
             t, n, s, st = futures[fut]
@@ -532,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds of training per run: stop at the iteration past it and evaluate that policy")
     a.add_argument("--deadline", type=float, default=None,
                    help="seconds from the start: runs still training then stop (as --time-budget), later ones don't start")
+    a.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="overrides above the recipes and settings, as noeira train takes them")
     a.add_argument("--out", default="memory.json")
     a.add_argument("--run-dir", default="runs/memory")
     s = sub.add_parser("speed", help="training steps/s of lstm and mingru against a plain torch.nn.LSTM loop")

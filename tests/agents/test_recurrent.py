@@ -76,7 +76,7 @@ def test_layout_follows_hidden_sizes() -> None:
         (MinGRU, {"skipp": "none"},
          "agent.network_options.skipp: unknown key (known keys: skip, scan, max_timescale, conv)"),
         (LSTM, {"forget_bias": "x"}, "agent.network_options.forget_bias: expected a float, got 'x'"),
-        (LSTM, {"scan": "parallel"}, "agent.network_options.scan: unknown key (known keys: forget_bias)"),
+        (LSTM, {"scan": "parallel"}, "agent.network_options.scan: unknown key (known keys: forget_bias, max_timescale)"),
     ],
 )
 def test_network_options_errors(cls, options, message) -> None:

@@ -83,6 +83,26 @@ def test_gate_bias_spreads_the_time_constants() -> None:
     assert not off.gates[0].bias.any()  # the zero-bias gate, on request
 
 
+def test_lstm_chrono_initialisation() -> None:
+    """``max_timescale`` > 1 starts each LSTM unit's forget gate at 1 - 1/tau (tau log-uniform in
+    [1, max_timescale], MinGRU's spread) and its input gate at 1/tau; 0 keeps ``forget_bias``."""
+    torch.manual_seed(0)
+    h = 512
+    net = load("networks", "lstm")(NetworkSpec((3,), {"actor": 2}, torch.device("cpu"), (h, h),
+                                               options={"max_timescale": 100}))
+    for layer in net.w_ih:
+        bias = layer.bias.detach()
+        forget, write = torch.sigmoid(bias[h:2 * h]), torch.sigmoid(bias[:h])
+        tau = 1 / (1 - forget)
+        assert float(tau.min()) >= 1.0 and float(tau.max()) <= 100.5
+        assert 0.25 < float((tau.log() >= 3.0).float().mean()) < 0.42  # a third of the units past e^3 steps
+        torch.testing.assert_close(write, 1 - forget)
+        assert not bias[2 * h:].any()
+    plain = load("networks", "lstm")(NetworkSpec((3,), {"actor": 2}, torch.device("cpu"), (8,),
+                                                 options={"forget_bias": 0.5}))
+    assert torch.equal(plain.w_ih[0].bias[8:16], torch.full((8,), 0.5)) and not plain.w_ih[0].bias[:8].any()
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "bf16-master"])
 @pytest.mark.parametrize("network", ["lstm", "mingru"])
 def test_replay_is_exact_at_ppo_defaults(network: str, precision: str) -> None:

@@ -166,6 +166,14 @@ class _RecurrentTrunk(nn.Module):
         raise NotImplementedError
 
 
+def decay_logits(h: int, max_timescale: float) -> Tensor:
+    """``logit(1 / tau)`` for ``h`` units, ``log tau ~ U(0, log max_timescale)``: the bias at which
+    a gate lets ``1 / tau`` of the new input in (so ``1 - 1/tau`` of the state stays) each step,
+    spreading the units' memory over time constants of 1 to ``max_timescale`` steps."""
+    tau = torch.empty(h).uniform_(0, math.log(max_timescale)).exp().clamp(min=1.0 + 1e-3)
+    return -torch.log(tau - 1)
+
+
 class LSTM(_RecurrentTrunk):
     """``lstm``: ``obs -> Linear(obs, H) -> activation -> len(hidden_sizes) LSTM layers of width H
     -> heads`` (all hidden_sizes equal). State ``[2 * layers, B, H]``: every layer's ``h``, then
@@ -178,7 +186,13 @@ class LSTM(_RecurrentTrunk):
     @attrs.frozen
     class Config:
         forget_bias: float = 1.0
-        """Initial bias of the forget gate (1: remember by default, Jozefowicz et al. 2015)."""
+        """Initial bias of the forget gate (1: remember by default, Jozefowicz et al. 2015), where
+        ``max_timescale`` is 0."""
+        max_timescale: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
+        """Chrono initialisation (Tallec & Ollivier 2018) when > 1: each unit's forget gate starts
+        at f = 1 - 1/tau, tau log-uniform in [1, max_timescale] (as MinGRU's update gate), and its
+        input gate at 1 - f, so some units' cells start holding a cue for up to max_timescale
+        steps (``forget_bias`` 1 keeps 0.73 of a cell a step). 0: ``forget_bias`` for every unit."""
 
     def __init__(self, spec: NetworkSpec) -> None:
         super().__init__(spec)
@@ -191,8 +205,12 @@ class LSTM(_RecurrentTrunk):
                 for w in (lin_i.weight, lin_h.weight):
                     for chunk in w.view(4, h, h):
                         nn.init.orthogonal_(chunk)
-                lin_i.bias.zero_()
-                lin_i.bias[h:2 * h] = self.options.forget_bias  # gate order i, f, g, o
+                lin_i.bias.zero_()  # gate order i, f, g, o
+                if self.options.max_timescale > 1:
+                    forget = -decay_logits(h, self.options.max_timescale)  # logit(1 - 1/tau)
+                    lin_i.bias[h:2 * h], lin_i.bias[:h] = forget, -forget
+                else:
+                    lin_i.bias[h:2 * h] = self.options.forget_bias
         self.to(spec.device)
 
     def _cell(self, i: int, gx: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
@@ -300,12 +318,8 @@ class MinGRU(_RecurrentTrunk):
         self.to(spec.device)
 
     def _gate_bias(self, h: int) -> Tensor:
-        """The update gate's initial bias: ``logit(1 / tau)`` with ``log tau ~ U(0, log max_timescale)``."""
-        tmax = self.options.max_timescale
-        if tmax <= 1:
-            return torch.zeros(h)
-        tau = torch.empty(h).uniform_(0, math.log(tmax)).exp().clamp(min=1.0 + 1e-3)
-        return -torch.log(tau - 1)
+        """The update gate's initial bias: ``logit(1 / tau)`` (:func:`decay_logits`)."""
+        return decay_logits(h, self.options.max_timescale) if self.options.max_timescale > 1 else torch.zeros(h)
 
     def _coefficients(self, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """``(1 - z, z * h~, p)`` of layer ``i`` for input ``x [..., H]``, as float32."""
