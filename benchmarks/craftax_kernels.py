@@ -15,9 +15,13 @@ worlds reset).
 ``--step-before FILE`` times the step kernels of another version of ``triton_step.py`` (FILE,
 e.g. ``git show REV:noeira-envs/src/noeira/envs/craftax/triton_step.py``) against this one's on the
 same env, alternating them (three rounds each), so a change meant to keep the speed is measured
-before and after in one run (its ``Step`` must take the same calls).
+before and after in one run (its ``Step`` must take the same calls); then both versions'
+``observe`` alone (the observation kernel over every world).
 
     python benchmarks/craftax_kernels.py --num-envs 1048576 --only none --step-before /tmp/triton_step_before.py
+
+The ``obs`` group also times the observation kernel alone as the step launches it
+(``Step.observe``).
 
 The ``worldgen`` group varies the world kernel's launch (``WorldGen.configure``: the noise kept
 from stage 2 or computed again, map rows per pass, warps, programs per multiprocessor) and also
@@ -42,10 +46,11 @@ import torch
 from _meta import commit
 
 VARIANTS = {  # the first of each group is the default; sm_90 register counts (ptxas) in the comments
-    "env": [{"env_maxnreg": r} for r in (0, 80)],  # 96 registers (5 programs per SM); 80: 6, spilling 36 bytes
+    "env": [{"env_maxnreg": r} for r in (0, 80)],  # 104 registers (4 programs per SM); 80: 6, spilling 36 bytes
     "spawn": [{"spawn_lanes": lanes, "spawn_warps": w, "spawn_per_sm": p}  # 255, 175, 128, 215, 209, 255 registers
               for lanes, w, p in ((8, 2, 16), (4, 8, 8), (2, 4, 16), (4, 4, 8), (8, 4, 8), (4, 2, 16))],
-    "obs": [{"obs_lanes": lanes, "obs_warps": w} for lanes, w in ((16, 4), (8, 4), (16, 8), (32, 8))],  # 168, 90, 108, 189
+    "obs": [{"obs_lanes": lanes, "obs_warps": w}  # 45, 55, 56, 57, 40, 40 registers (pointers 16-byte aligned)
+            for lanes, w in ((16, 4), (32, 4), (16, 2), (64, 8), (8, 4), (32, 8))],
     "expand": [{"rows": r, "warps": w} for r, w in ((4, 8), (4, 4), (8, 4), (16, 4), (16, 8), (32, 4), (32, 8))],
     "worldgen": [{"keep": k, "rows": r, "warps": w, "per_sm": p}  # 16 rows: capped at 128 registers
                  for k, r, w, p in ((True, 16, 8, 2), (False, 16, 8, 2), (True, 16, 4, 4), (False, 16, 4, 4), (True, 16, 2, 8))],
@@ -127,6 +132,16 @@ def _before_after(env, actions: list[torch.Tensor], path: str, steps: int) -> No
         print(f"step kernels {name:<6} ({path if name == 'before' else 'this tree'}): {n / med[name]:.4g} steps/s, "
               f"{med[name] * 1e3:.3f} ms/step (rounds: {', '.join(f'{t * 1e3:.3f}' for t in times[name])} ms)", flush=True)
     print(f"after / before: {med['before'] / med['after']:.3f}x", flush=True)
+    # the observation kernel alone (``observe``: every world, one output), alternating likewise
+    from noeira.envs.craftax import triton_step
+
+    out = torch.empty(n, 148, dtype=torch.uint8, device="cuda")
+    obs: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(3):
+        for name, module in (("before", before), ("after", triton_step)):
+            obs[name].append(_timed(lambda m=module: m.observe(env.s, out), steps))
+    print(f"observe() alone: before {statistics.median(obs['before']) * 1e3:.3f} ms, "
+          f"after {statistics.median(obs['after']) * 1e3:.3f} ms", flush=True)
 
 
 def main() -> int:
@@ -187,6 +202,9 @@ def main() -> int:
                 gen = _timed(lambda: env._gen(env.s, step.done_queue, step.done_count, env._light0, key=env.world_key,
                                               episode=env.episode), args.steps)
                 text += f" ({int(step.done_count):,} worlds: {gen * 1e3:.3f} ms)"
+            if group == "obs":  # the observation kernel alone, as the step launches it
+                obs = _timed(lambda: step.observe(env.s, env._final_code, env._obs_code), args.steps)
+                text += f" (kernel {obs * 1e3:.3f} ms)"
             print(f"{group:<8} {text:<58} {n / dt:>10.3g} {dt * 1e3:>8.3f}", flush=True)
             target.configure(**default)
     return 0

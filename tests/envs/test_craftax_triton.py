@@ -175,6 +175,38 @@ def test_observation_kernels(ref: dict[str, np.ndarray], device: str, kernel_dev
     assert bool((wide[:, 1345:] == 7.0).all())
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_observation_kernel_mob_flags(device: str, kernel_device) -> None:
+    """Mob slots crowded around players near the map's edges, many on one view cell, some off
+    screen above or left of the view where their wrapped index lands on the same cell, some dead:
+    the kernel's mob flags (and every other byte) are render.compact's, where a later slot of a
+    kind clears the flag an earlier one set (the reference's scatter; rare in play)."""
+    dev = kernel_device(device)
+    n = 64
+    env = _env(n, dev, kernel="torch", obs="compact")
+    s = env.s
+    g = torch.Generator().manual_seed(0)
+    p = torch.randint(0, 64, (n, 2), generator=g)
+    p[: n // 4] = torch.randint(0, 5, (n // 4, 2), generator=g)
+    p[n // 4 : n // 2] = torch.randint(59, 64, (n // 4, 2), generator=g)
+    s["player_position"].copy_(p.to(s["player_position"].dtype))
+    for name in ("zombies", "cows", "skeletons", "arrows"):
+        k = s[f"{name}.position"].shape[1]
+        off = torch.stack([torch.randint(-3, 4, (n, k), generator=g), torch.randint(-4, 5, (n, k), generator=g)], 2)
+        off = torch.where(torch.rand(n, k, 1, generator=g) < 0.5, off[:, :1], off)  # on slot 0's cell
+        off[:, :, 0] -= 7 * (torch.rand(n, k, generator=g) < 0.25)  # off screen, wrapping onto the same cell
+        off[:, :, 1] -= 9 * (torch.rand(n, k, generator=g) < 0.25)
+        off[:, :, 0] += 20 * (torch.rand(n, k, generator=g) < 0.1)  # far away
+        s[f"{name}.position"].copy_((p.unsqueeze(1) + off).to(s["player_position"].dtype))
+        s[f"{name}.mask"].copy_(torch.rand(n, k, generator=g) < 0.6)
+    want = torch.zeros(n, render.COMPACT_SIZE, dtype=torch.uint8, device=dev)
+    render.compact(s, want)
+    got = torch.zeros_like(want)
+    ts.observe(s, got)
+    assert torch.equal(got, want), f"rows differ: {(got != want).any(1).nonzero().squeeze(1).tolist()}"
+    assert (want[:, render.MOB_BYTES : render.SCALAR_BYTES] != 0).sum() > 100, "too few mob flags to test"
+
+
 def test_kernel_choice_errors() -> None:
     from noeira.core.errors import ConfigError
 

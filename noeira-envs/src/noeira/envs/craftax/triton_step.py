@@ -57,7 +57,7 @@ LANES = _const(BLOCK)
 SPAWN_BLOCK = 8
 """Queued worlds per program of the spawn kernel (each scans its window's cells as one tile)."""
 OBS_BLOCK = 16
-"""Worlds per program of the observation kernels (each builds its rows as [16, 128] and [16, 32] tiles)."""
+"""Worlds per program of the observation kernels (each builds its rows as tiles, see ``_write_compact``)."""
 EXPAND_ROWS, EXPAND_WARPS = 4, 8
 """Rows per program and warps of :func:`expand`."""
 
@@ -934,64 +934,89 @@ def _rules(e, live, action_p,
 
 # -- the compact observation -----------------------------------------------------------------------
 @triton.jit
-def _mob_codes(pos, mask, e64, live, px, py, i, SLOTS: tl.constexpr):
-    """Slot ``i``'s view cell as ``cell * 2 + on`` (-1 where its wrapped local index leaves the
-    view): the reference scatters each slot's flag there, alive and on screen or not."""
-    o = e64 * SLOTS + i
-    lx = _ld(pos, o * 2, live) - px + 3
-    ly = _ld(pos, o * 2 + 1, live) - py + 4
-    on = (lx >= 0) & (lx < 7) & (ly >= 0) & (ly < 9) & (_ld(mask, o, live) != 0)
+def _mob_codes(pos, mask, slots, e64, live, px, py, i):
+    """Slot ``i`` of each kind (``pos``, ``mask``, ``slots``: [1, 4], the kinds' state and slot
+    counts) as its view cell ``cell * 2 + on``, [lanes, 4]; -2 where its wrapped local index leaves
+    the view or the kind has no slot ``i``. The reference scatters each slot's flag at its cell,
+    alive and on screen or not."""
+    has = live & (i < slots)
+    o = e64 * slots + i
+    lx = tl.load(pos + o * 2, mask=has, other=0).to(tl.int32) - px + 3
+    ly = tl.load(pos + o * 2 + 1, mask=has, other=0).to(tl.int32) - py + 4
+    on = (lx >= 0) & (lx < 7) & (ly >= 0) & (ly < 9) & (tl.load(mask + o, mask=has, other=0) != 0)
     lx = tl.where(lx < 0, lx + 7, lx)
     ly = tl.where(ly < 0, ly + 9, ly)
-    lands = (lx >= 0) & (lx < 7) & (ly >= 0) & (ly < 9)
-    return tl.where(lands, (lx * 9 + ly) * 2 + on.to(tl.int32), -1)
+    lands = has & (lx >= 0) & (lx < 7) & (ly >= 0) & (ly < 9)
+    return tl.where(lands, (lx * 9 + ly) * 2 + on.to(tl.int32), -2)
 
 
 @triton.jit
-def _mob_bits(pos, mask, e64, live, px, py, SLOTS: tl.constexpr):
-    """A kind's flags over the 63 view cells as the bits of an int64: slot by slot, each slot's
-    ``on`` bit written at its cell (the last slot written there wins, as the reference's scatter)."""
-    bits = tl.zeros_like(px).to(tl.int64)
-    for i in tl.static_range(SLOTS):
-        code = _mob_codes(pos, mask, e64, live, px, py, i, SLOTS)
-        lands = code >= 0
-        cell = tl.where(lands, code >> 1, 0).to(tl.int64)
-        one = tl.full(cell.shape, 1, tl.int64) << cell
-        on = (code & 1).to(tl.int64) << cell
-        bits = tl.where(lands, (bits & (one ^ -1)) | on, bits)
+def _mob_bits(zpos, zmask, cpos, cmask, spos, smask, apos, amask, e64, live, px, py):
+    """Each kind's flags over the 63 view cells as the bits of an int64, [lanes, 4] (zombie, cow,
+    skeleton, arrow): a slot's ``on`` bit at its cell unless a later slot of its kind lands there
+    (the last slot written wins, as the reference's scatter). A [lanes, 4] tile, so each slot is
+    read and placed by one or two threads; computed on the lanes of the byte tiles instead, every
+    thread writing a lane's bytes did all of its 11 slots (4x the kernel's instructions)."""
+    k = tl.arange(0, 4)[None, :]
+    pos = tl.where(k == 0, zpos, tl.where(k == 1, cpos, tl.where(k == 2, spos, apos)))
+    mask = tl.where(k == 0, zmask, tl.where(k == 1, cmask, tl.where(k == 2, smask, amask)))
+    slots = tl.where(k == 2, 2, 3)
+    e64, live, px, py = e64[:, None], live[:, None], px[:, None], py[:, None]
+    c0 = _mob_codes(pos, mask, slots, e64, live, px, py, 0)
+    c1 = _mob_codes(pos, mask, slots, e64, live, px, py, 1)
+    c2 = _mob_codes(pos, mask, slots, e64, live, px, py, 2)
+    cell0, cell1, cell2 = c0 >> 1, c1 >> 1, c2 >> 1  # -1 where a slot does not land
+    one = tl.full(c0.shape, 1, tl.int64)
+    bits = tl.where((c2 & 1) != 0, one << cell2.to(tl.int64), 0)
+    bits |= tl.where(((c1 & 1) != 0) & (cell1 != cell2), one << cell1.to(tl.int64), 0)
+    bits |= tl.where(((c0 & 1) != 0) & (cell0 != cell1) & (cell0 != cell2), one << cell0.to(tl.int64), 0)
     return bits
+
+
+@triton.jit
+def _kind_flags(bits, k, m, KIND: tl.constexpr):
+    """Kind ``KIND``'s flags of view cells ``4m + 1 .. 4m + 4`` (``m`` [1, 16]; ``bits`` [lanes,
+    4], from :func:`_mob_bits`) as bit ``KIND`` of the four bytes of int32 words [lanes, 16]: a
+    shift and a multiply a word, not four 64-bit shifts a byte."""
+    rest = tl.sum(tl.where(k == KIND, bits, 0), axis=1)[:, None] >> 1  # cells 1..62 as bits 0..61
+    half = tl.where(m < 8, rest.to(tl.int32), (rest >> 32).to(tl.int32))
+    nibble = (half >> ((m & 7) * 4)) & 15
+    return ((nibble * 0x204081) & 0x01010101) << KIND  # bit i of the nibble to bit 0 of byte i
 
 
 @triton.jit
 def _write_compact(out_p, out2_p, e64, live, mp, ppos, pdir_p, health_p, food_p, drink_p, energy_p, sleep_p,
                    inv_p, zpos, zmask, cpos, cmask, spos, smask, apos, amask, light_p, TWO: tl.constexpr):
     """The compact observation (:func:`noeira.envs.craftax.render.compact`) of the lanes' state
-    into ``out_p`` (and ``out2_p`` with ``TWO``), [N, 148] uint8. Each lane's row is built as
-    tiles, so a program writes its rows as contiguous bytes: [lanes, 128] for bytes 0..127
-    (0..62 the view's blocks, 63..125 its mob flags, 126..127 inventory 0..1) and [lanes, 32]
-    for the 20 bytes after (inventory 2..11, health, food, drink, energy, direction, sleeping,
-    the light level's float32 bytes)."""
+    into ``out_p`` (and ``out2_p`` with ``TWO``), [N, 148] uint8 (rows 4-byte aligned). Each
+    lane's row is built as three tiles, so a program writes its rows as contiguous bytes: bytes
+    [lanes, 64] for bytes 0..63 (the view's 63 blocks, the first cell's mob flags), int32 words
+    [lanes, 16] for 64..127 (the other 62 cells' mob flags, inventory 0..1) and bytes [lanes,
+    32] for the 20 bytes after (inventory 2..11, health, food, drink, energy, direction,
+    sleeping, the light level's float32 bytes)."""
     px = _ld(ppos, e64 * 2, live)
     py = _ld(ppos, e64 * 2 + 1, live)
-    zb = _mob_bits(zpos, zmask, e64, live, px, py, 3)[:, None]
-    cb = _mob_bits(cpos, cmask, e64, live, px, py, 3)[:, None]
-    sb = _mob_bits(spos, smask, e64, live, px, py, 2)[:, None]
-    ab = _mob_bits(apos, amask, e64, live, px, py, 3)[:, None]
+    bits = _mob_bits(zpos, zmask, cpos, cmask, spos, smask, apos, amask, e64, live, px, py)
+    k = tl.arange(0, 4)[None, :]
     lv = live[:, None]
     e2 = e64[:, None]
-    b = tl.arange(0, 128)[None, :]
-    x = px[:, None] + (b // 9 - 3)
-    y = py[:, None] + (b % 9 - 4)
-    blk = tl.load(mp + e2 * 4096 + x * 64 + y, mask=lv & (b < 63) & _inb(x, y), other=OOB).to(tl.int32)
-    shift = tl.where((b >= 63) & (b < 126), b - 63, 0).to(tl.int64)
-    flags = (((zb >> shift) & 1) | (((cb >> shift) & 1) << 1) | (((sb >> shift) & 1) << 2)
-             | (((ab >> shift) & 1) << 3)).to(tl.int32)
-    inv01 = tl.load(inv_p + e2 * 12 + (b - 126), mask=lv & (b >= 126), other=0).to(tl.int32)
-    head = tl.where(b < 63, blk, tl.where(b < 126, flags, inv01)).to(tl.uint8)
     row = e2 * COMPACT
-    tl.store(out_p + row + b, head, mask=lv)
+    j = tl.arange(0, 64)[None, :]
+    x = px[:, None] + (j // 9 - 3)
+    y = py[:, None] + (j % 9 - 4)
+    blk = tl.load(mp + e2 * 4096 + x * 64 + y, mask=lv & (j < 63) & _inb(x, y), other=OOB).to(tl.int32)
+    first = tl.sum(((bits & 1) << k).to(tl.int32), axis=1)[:, None]  # the first cell's flags
+    head = tl.where(j < 63, blk, first).to(tl.uint8)
+    m = tl.arange(0, 16)[None, :]
+    words = (_kind_flags(bits, k, m, 0) | _kind_flags(bits, k, m, 1) | _kind_flags(bits, k, m, 2)
+             | _kind_flags(bits, k, m, 3))
+    inv01 = (_ld(inv_p, e64 * 12, live) & 255) | ((_ld(inv_p, e64 * 12 + 1, live) & 255) << 8)
+    words = tl.where(m == 15, words | (inv01[:, None] << 16), words)  # bytes 126, 127
+    tl.store(out_p + row + j, head, mask=lv)
+    tl.store((out_p + row + 64).to(tl.pointer_type(tl.int32)) + m, words, mask=lv)
     if TWO:
-        tl.store(out2_p + row + b, head, mask=lv)
+        tl.store(out2_p + row + j, head, mask=lv)
+        tl.store((out2_p + row + 64).to(tl.pointer_type(tl.int32)) + m, words, mask=lv)
     t = tl.arange(0, 32)[None, :]
     inv = tl.load(inv_p + e2 * 12 + 2 + t, mask=lv & (t < 10), other=0).to(tl.int32)
     hp = _ld(health_p, e64, live)[:, None]
@@ -1000,8 +1025,8 @@ def _write_compact(out_p, out2_p, e64, live, mp, ppos, pdir_p, health_p, food_p,
     energy = _ld(energy_p, e64, live)[:, None]
     direction = _ld(pdir_p, e64, live)[:, None]
     sleeping = _ld(sleep_p, e64, live)[:, None]
-    bits = tl.load(light_p + e64, mask=live, other=0.0).to(tl.int32, bitcast=True)[:, None]
-    light = (bits >> (tl.minimum(tl.maximum(t - 16, 0), 3) * 8))
+    light_bits = tl.load(light_p + e64, mask=live, other=0.0).to(tl.int32, bitcast=True)[:, None]
+    light = (light_bits >> (tl.minimum(tl.maximum(t - 16, 0), 3) * 8))
     tail = tl.where(t < 10, inv, tl.where(t == 10, hp, tl.where(t == 11, food, tl.where(t == 12, drink, tl.where(
         t == 13, energy, tl.where(t == 14, direction, tl.where(t == 15, sleeping, light)))))))
     tail = (tail & 255).to(tl.uint8)
@@ -1252,6 +1277,14 @@ def _args(s: dict[str, Tensor], keys: tuple[str, ...]) -> list[Tensor]:
     return out
 
 
+def _rows(*outs: Tensor) -> None:
+    """Check the observation kernels' outputs: contiguous, starting 4-byte aligned (the mob
+    flags are stored as int32 words; rows are 148 bytes)."""
+    for out in outs:
+        if not out.is_contiguous() or out.data_ptr() % 4:
+            raise ValueError("craftax triton step: observations must be contiguous and 4-byte aligned")
+
+
 def _grid(n: int) -> tuple[int]:
     return (triton.cdiv(n, BLOCK),)
 
@@ -1307,6 +1340,10 @@ class Step:
         """Launch settings of the kernels (``benchmarks/craftax_kernels.py`` times alternatives);
         ``*_maxnreg`` caps a kernel's registers per thread (0: the compiler's choice), trading
         spills for more programs resident per multiprocessor."""
+        # sm_90 builds (ptxas; pointers 16-byte aligned, as the runtime specializes them): the
+        # observation kernel takes 45 registers and 672 SASS instructions a thread at 16 lanes x 4
+        # warps (137 and 2,736 while every thread writing a lane's bytes placed all 11 of its mob
+        # slots, before the [lanes, 4] slot tile), 55 and 896 at 32 x 4 (a third fewer a world)
         self.configure()
 
     def configure(self, **launch: int) -> None:
@@ -1370,13 +1407,20 @@ class Step:
                               *_args(s, _STATE_KEYS), *self._tables(tables), u, d, cand, seed_t, self.deferred, n,
                               DRAWS=mode, **self._options("env"))
         self._spawn(s, tables, u, cand, seed_t, mode)
-        lanes = self.launch["obs_lanes"]
-        _observe_kernel[(triton.cdiv(n, lanes),)](final, obs, *_args(s, _OBS_KEYS), n, TWO=True, L=lanes,
-                                                  **self._options("obs"))
+        self.observe(s, final, obs)
         return self.partial
+
+    def observe(self, s: dict[str, Tensor], final: Tensor, obs: Tensor) -> None:
+        """The compact observation of every world into ``final`` and ``obs`` (the last launch of
+        :meth:`env`)."""
+        _rows(final, obs)
+        lanes = self.launch["obs_lanes"]
+        _observe_kernel[(triton.cdiv(self.n, lanes),)](final, obs, *_args(s, _OBS_KEYS), self.n, TWO=True, L=lanes,
+                                                       **self._options("obs"))
 
     def observe_reset(self, s: dict[str, Tensor], obs: Tensor) -> None:
         """The compact observation of the worlds that ended (and were reset) into ``obs``."""
+        _rows(obs)
         _observe_queue_kernel[self._observe_grid](self.done_queue, self.done_count, obs, *_args(s, _OBS_KEYS),
                                                   L=self.launch["obs_lanes"], **self._options("obs"))
 
@@ -1384,6 +1428,7 @@ class Step:
 def observe(s: dict[str, Tensor], out: Tensor) -> None:
     """The compact observation of every world into ``out`` [N, 148] uint8."""
     n = out.shape[0]
+    _rows(out)
     _observe_kernel[(triton.cdiv(n, OBS_BLOCK),)](out, out, *_args(s, _OBS_KEYS), n, TWO=False, L=OBS_BLOCK,
                                                   num_warps=4)
 
