@@ -102,6 +102,13 @@ class Craftax(TensorEnv):
                          capture_safe=self.resets == "queue",  # on_demand lists the ended envs on the host
                          validate_actions=config.validate_actions)
         self.config = config
+        self._write_compact: Callable[[State, Tensor], None] = render.compact
+        """What writes the compact observations (the symbolic ones are their expansion): the Triton
+        kernel on CUDA where Triton is installed, :func:`.render.compact` (its reference) elsewhere."""
+        if dev.type == "cuda":
+            from noeira.envs.craftax_full.triton_obs import compact_kernel  # imports Triton
+
+            self._write_compact = compact_kernel() or render.compact
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
         self._light0 = float(light[0])
@@ -205,9 +212,9 @@ class Craftax(TensorEnv):
 
     def _render(self, s: State, out: Tensor) -> None:
         if self.compact:
-            render.compact(s, out)
+            self._write_compact(s, out)
         else:
-            render.symbolic(s, out)
+            render.symbolic(s, out, self._write_compact)
 
     def get_state(self) -> dict[str, Tensor]:
         """The reference's ``EnvState`` leaves, batched: ``{"map": [N, 9, 48, 48] int32, ...}``."""

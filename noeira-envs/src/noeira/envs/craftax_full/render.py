@@ -22,6 +22,7 @@ left of the view, or a dead slot sharing a cell, clears a flag an earlier slot s
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -191,10 +192,12 @@ def expand_into(code: Tensor, out: Tensor) -> None:
         out[:, :OBS_SIZE].copy_(expand(code))
 
 
-def symbolic(s: dict[str, Tensor], out: Tensor) -> None:
-    """Write the reference's symbolic observation of every world into ``out`` [N, 8268] float32."""
+def symbolic(s: dict[str, Tensor], out: Tensor, write_compact: Callable[..., None] | None = None) -> None:
+    """Write the reference's symbolic observation of every world into ``out`` [N, 8268] float32
+    (the expansion of the compact one, written by ``write_compact``: :func:`compact` by default,
+    the env's Triton kernel on CUDA)."""
     code = torch.empty((out.shape[0], COMPACT_SIZE), dtype=torch.uint8, device=out.device)
-    compact(s, code)
+    (write_compact or compact)(s, code)
     _expand(code, out)
 
 
