@@ -4,7 +4,8 @@ Reinforcement Learning", ICML 2024), for ``N`` worlds at once in torch, exact to
 
 - Observation: ``Box`` of 8,268 float32, the reference's symbolic layout (:mod:`.render`); with
   ``obs = "compact"`` an ``Encoded`` space of 900 bytes that decodes to the same floats (37x less
-  memory for buffers and rollouts; policies decode where they read it).
+  memory for buffers and rollouts; policies decode where they read it). On CUDA one Triton kernel
+  writes the compact bytes (:mod:`.triton_obs`; the symbolic floats are their expansion).
 - Action: ``Discrete(43)`` (:data:`~.constants.ACTION_NAMES`).
 - Reward: the rewards of the achievements newly unlocked (1 / 3 / 5 / 8 by difficulty) + 0.1 x
   the change of health (:mod:`.game`).

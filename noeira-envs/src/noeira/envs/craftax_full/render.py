@@ -142,7 +142,8 @@ def compact(s: dict[str, Tensor], out: Tensor) -> None:
     """Write the compact observation of every world into ``out`` [N, 900] uint8: bytes 0..203
     the 51 tail floats (float32), 204..302 each view cell's block id (255 when dark), 303..401
     its item id, 402..896 its mob flags (five bytes: melee, passive, ranged, mob projectile,
-    player projectile; bit ``k`` for type ``k``); :func:`expand` makes the 8,268 floats again."""
+    player projectile; bit ``k`` for type ``k``); :func:`expand` makes the 8,268 floats again.
+    The reference of :mod:`.triton_obs`, which writes the same bytes on CUDA."""
     n = out.shape[0]
     blocks, items, lit = _view(s)
     out[:, :TAIL_BYTES].copy_(tail(s).contiguous().view(torch.uint8).view(n, TAIL_BYTES))
