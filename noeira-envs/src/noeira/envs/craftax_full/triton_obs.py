@@ -85,7 +85,7 @@ def _tables(device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
     the dark floors' light maps (-1: a bright floor)."""
     tail = [[0, 0, ZERO, 0] for _ in range(64)]
     for j, (name, element, kind) in enumerate(TAIL_COLUMNS):
-        if kind == DIRECTION:
+        if kind == DIRECTION:  # the element is the one-hot's index; the leaf is the direction's word
             tail[j] = [_word(name), 0, kind, element]
         else:
             byte = OFFSETS[name] + element * STATE_FIELDS[name][1].itemsize
