@@ -23,6 +23,8 @@ Examples::
     python benchmarks/craftax_full.py --quick                     # small CPU sizes
     python benchmarks/craftax_full.py --backend cuda --sizes 65536,262144,524288 \\
         --vs-craftax-cu ../shared/anchors/craftaxcu --json craftax-full.json
+    python benchmarks/craftax_full.py --backend cuda --obs-kernel 65536,262144 \\
+        --obs-launch 16x4,8x4,32x4,32x8     # the compact observation: torch vs the Triton kernel
 """
 
 from __future__ import annotations
@@ -295,9 +297,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     p.add_argument("--worldgen", default=None, metavar="K,K",
                    help="only time world generation: milliseconds per world, K worlds a call (with --jax-max: JAX's reset)")
+    p.add_argument("--obs-kernel", default=None, metavar="N,N",
+                   help="only time the compact observation at N envs: the torch path (render.compact) against the "
+                        "Triton kernel (triton_obs; on a CPU only under TRITON_INTERPRET=1)")
+    p.add_argument("--obs-launch", default="16x4", metavar="ExW,ExW",
+                   help="launches of the observation kernel timed by --obs-kernel: envs per program x warps")
     a = p.parse_args(argv)
     if a.worldgen:
         return worldgen_main(a)
+    if a.obs_kernel:
+        return obs_kernel_main(a)
     sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else (QUICK_SIZES if a.quick else FULL_SIZES)
     min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
     graphs = [g.strip() for g in a.graphs.split(",") if g.strip()]
@@ -388,6 +397,106 @@ def worldgen_main(a: argparse.Namespace) -> int:
         ref = bench_jax_worldgen(k, min_time) if k <= a.jax_max else None
         table.add_row(f"{k:,}", f"{1e3 * ours:.3f}", "-" if ref is None else f"{1e3 * ref:.3f}")
         console.print(f"  k={k}: noeira {1e3 * ours:.3f} ms/world" + ("" if ref is None else f", jax {1e3 * ref:.3f}"))
+    console.print(table)
+    return 0
+
+
+def obs_states(n: int, backend: str) -> Any:
+    """``n`` states for the observation timings: the worlds of an env of up to 4,096 envs after 64
+    random steps (mobs spawned, some envs on other floors), repeated to ``n`` rows."""
+    from noeira.envs.craftax_full.state import state_of
+
+    be = get_backend(backend)
+    k = min(n, 4096)
+    env = make_env("craftax", num_envs=k, backend=be, seed=0, obs="compact")
+    g = torch.Generator(device=be.device).manual_seed(0)
+    for _ in range(64):
+        env.step(env.action_space.sample(k, generator=g))
+    arena = env.s.arena.repeat(-(-n // k), 1)[:n].contiguous()
+    env.close()
+    return state_of(arena)
+
+
+def _graphed(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` recorded as a CUDA graph (after a warm-up on a side stream): its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def time_obs(n: int, backend: str, min_time: float, kernel: Callable[..., None] | None,
+             launches: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Seconds per call of the torch compact observation at ``n`` envs and of the Triton kernel
+    under each launch (envs per program, warps), eagerly and on CUDA replayed from a CUDA graph
+    (as the env's recorded step runs them), and whether the kernel wrote the torch bytes: a row
+    per launch."""
+    from noeira.envs.craftax_full import render, triton_obs
+
+    be = get_backend(backend)
+    s = obs_states(n, backend)
+    want = torch.empty((n, render.COMPACT_SIZE), dtype=torch.uint8, device=be.device)
+    got = torch.empty_like(want)
+
+    def timings(fn: Callable[[], None], name: str) -> dict[str, float]:
+        out = {f"{name} eager": _time(fn, be.synchronize, min_time, warmup=2)}
+        if be.device.type == "cuda":
+            out[f"{name} graph"] = _time(_graphed(fn), be.synchronize, min_time, warmup=2)
+        return out
+
+    base = timings(lambda: render.compact(s, want), "torch")
+    if kernel is None:
+        return [{**base, "launch": "-", "same": None}]
+    rows = []
+    default = (triton_obs.ROWS, triton_obs.NUM_WARPS)
+    try:
+        for envs, warps in launches:
+            triton_obs.ROWS, triton_obs.NUM_WARPS = envs, warps  # read by the launch
+            got.fill_(77)
+            row = {**base, **timings(lambda: kernel(s, got), "triton"), "launch": f"{envs}x{warps}"}
+            rows.append({**row, "same": torch.equal(got, want)})
+    finally:
+        triton_obs.ROWS, triton_obs.NUM_WARPS = default
+    return rows
+
+
+def obs_kernel_main(a: argparse.Namespace) -> int:
+    """Time the compact observation (900 bytes per env) at each size: ``render.compact`` (torch ops:
+    a few hundred launches) against ``triton_obs`` (one launch), and check they agree."""
+    import os
+
+    from noeira.envs.craftax_full.triton_obs import compact_kernel
+
+    be = get_backend(a.backend)
+    min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
+    kernel = compact_kernel() if be.device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1" else None
+    launches = [tuple(int(v) for v in x.split("x")) for x in a.obs_launch.split(",")]
+    modes = ["eager", "graph"] if be.device.type == "cuda" else ["eager"]
+    console = Console(width=max(Console().width, 140))
+    table = Table(title=f"craftax (full game) compact observation, ms per call - {be.name} ({be.device_name()})")
+    for c in ("num_envs", "launch (envs x warps)", *(f"{w} {m}" for m in modes for w in ("torch", "triton", "speed-up")),
+              "triton envs/s", "same bytes"):
+        table.add_column(c, justify="right")
+    for n in (int(x) for x in a.obs_kernel.split(",")):
+        for r in time_obs(n, a.backend, min_time, kernel, launches):
+            cells = []
+            for m in modes:
+                t, k = r[f"torch {m}"], r.get(f"triton {m}")
+                cells += [f"{1e3 * t:.3f}", "-" if k is None else f"{1e3 * k:.3f}",
+                          "-" if k is None else f"{t / k:.2f}x"]
+            best = min((r[f"triton {m}"] for m in modes if f"triton {m}" in r), default=None)
+            same = "-" if r["same"] is None else ("yes" if r["same"] else "NO")
+            table.add_row(f"{n:,}", r["launch"], *cells, "-" if best is None else _fmt(n / best), same)
+            console.print(f"  n={n} launch {r['launch']}: "
+                          + ", ".join(f"{k} {1e3 * v:.3f} ms" for k, v in r.items() if k not in ("same", "launch"))
+                          + f", same bytes: {same}")
+        if be.device.type == "cuda":
+            torch.cuda.empty_cache()
     console.print(table)
     return 0
 

@@ -14,6 +14,7 @@ also runs the reference live.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 
@@ -609,6 +610,10 @@ def test_cuda_matches_cpu_and_captures() -> None:
     assert not _mismatch(gpu.get_state(), cpu.get_state())
     env, eager = _env(n, "cuda", seed=0, obs="compact"), _env(n, "cuda", seed=1, obs="compact")
     assert env.resets == "queue"
+    if importlib.util.find_spec("triton") is not None:  # the observations come from the Triton kernel
+        from noeira.envs.craftax_full.triton_obs import compact_kernel
+
+        assert env._write_compact is compact_kernel()
     action = env.action_space.sample(n)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -803,3 +808,167 @@ def test_queue_step_is_capture_safe_through_autoresets(obs: str) -> None:
     with CaptureHazards() as det:
         on_demand.step(torch.zeros(2, dtype=torch.long))
     assert any("nonzero" in h.what for h in det.hazards)
+
+
+# -- the compact observation's Triton kernel (CUDA's path; on a CPU in Triton's interpreter) --------
+def _varied_states(ref: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """States for the observation kernel (CPU): two reference states per floor walked six random
+    steps (every second one kept), and those states edited to reach every corner of the layout:
+    the player at and near the map's edges (cells off the map), mobs of every slot around and
+    beyond the view's edges (negative local indices that wrap, flags that later slots clear,
+    several slots on a cell, type ids outside a class's eight), dark floors' light on either side
+    of 0.05, and the tail's leaves at random values."""
+    from noeira.envs.craftax_full.constants import DARK_LEVELS, INVENTORY_SCALARS, MOB_GROUPS
+    from noeira.envs.craftax_full.state import state_of
+
+    levels = torch.as_tensor(ref["obs_state.player_level"])
+    pick = torch.cat([(levels == lv).nonzero().squeeze(1)[:2] for lv in range(9)])
+    start, tables = _imported({k: torch.as_tensor(ref[f"obs_state.{k}"])[pick] for k in EXPORT_FIELDS}, "cpu")
+    s = state_of(start.arena.clone())
+    g = torch.Generator().manual_seed(5)
+    n = pick.numel()
+    walked = []
+    for t in range(6):
+        game.step(s, torch.randint(0, NUM_ACTIONS, (n,), generator=g), game.sample_draws(n, g, torch.device("cpu")),
+                  tables)
+        if t % 2:
+            walked.append(s.arena.clone())
+    e = state_of(torch.cat([start.arena, *walked[-1:]]).clone())  # edited copies of the start and the last walk
+    m = e.arena.shape[0]
+
+    def ints(low: int, high: int, *shape: int) -> torch.Tensor:
+        return torch.randint(low, high, (m, *shape), generator=g, dtype=torch.int32)
+
+    edge = torch.tensor([0, 1, 3, 4, 5, 24, 42, 43, 44, 46, 47], dtype=torch.int32)
+    e["player_position"].copy_(edge[ints(0, len(edge), 2)])
+    e["player_position"][:4] = torch.tensor([[0, 0], [47, 47], [0, 47], [47, 0]], dtype=torch.int32)
+    for name, count in MOB_GROUPS:
+        offset = torch.stack([ints(-11, 12, 9, count), ints(-13, 14, 9, count)], -1)
+        e[f"{name}.position"].copy_(e["player_position"][:, None, None] + offset)
+        e[f"{name}.mask"].copy_(torch.rand((m, 9, count), generator=g) < 0.6)
+        e[f"{name}.type_id"].copy_(torch.where(torch.rand((m, 9, count), generator=g) < 0.9, ints(0, 8, 9, count),
+                                               ints(-2, 11, 9, count)))
+    # every second edited row on a dark floor
+    dark = torch.tensor(DARK_LEVELS, dtype=torch.int32)
+    e["player_level"][::2] = dark[torch.randint(0, 4, (m,), generator=g)][::2]
+    # on each row's floor: mobs on the view's corners and edges; on every second row three flags set
+    # and then cleared by a later slot: above the view (local row -1 wraps to 8), left of it (column
+    # -1 wraps to 10), dead on the cell
+    rows = torch.arange(m)
+    lvl = e["player_level"].long()
+    p = e["player_position"]
+
+    def put(group: str, slot: int, offset: tuple[int, int], alive: bool | torch.Tensor, kind: int,
+            where: torch.Tensor = rows) -> None:
+        e[f"{group}.position"][where, lvl[where], slot] = p[where] + torch.tensor(offset, dtype=torch.int32)
+        e[f"{group}.mask"][where, lvl[where], slot] = alive
+        e[f"{group}.type_id"][where, lvl[where], slot] = kind
+
+    put("melee_mobs", 0, (-4, -5), True, 1)
+    put("melee_mobs", 1, (4, 0), True, 2)
+    put("melee_mobs", 2, (-5, 0), True, 2, rows[::2])  # wraps onto slot 1's cell: clears its flag
+    put("passive_mobs", 0, (4, 5), True, 0)
+    put("passive_mobs", 1, (-4, 5), True, 3)
+    put("passive_mobs", 2, (-4, 5), False, 3, rows[::2])  # dead, on slot 1's cell: clears its flag
+    put("ranged_mobs", 0, (0, 5), True, 4)
+    put("ranged_mobs", 1, (0, -6), True, 4, rows[::2])  # local column -1 wraps onto slot 0's cell
+    levels_of_light = torch.tensor([0.0, 0.04, 0.05, math.nextafter(0.05, 1.0), 0.3, 1.0])
+    e["light_map"].copy_(levels_of_light[torch.randint(0, 6, e["light_map"].shape, generator=g)])
+    for k in INVENTORY_SCALARS:
+        e[f"inventory.{k}"].copy_(ints(0, 100))
+    for k in ("inventory.potions", "inventory.armour", "armour_enchantments"):
+        e[k].copy_(ints(0, 10, e[k].shape[1]))
+    for k in ("player_food", "player_drink", "player_energy", "player_mana", "player_xp", "player_dexterity",
+              "player_strength", "player_intelligence", "sword_enchantment", "bow_enchantment"):
+        e[k].copy_(ints(0, 12))
+    e["player_direction"].copy_(ints(0, 5))
+    e["player_health"].copy_(torch.rand(m, generator=g) * 10)
+    e["light_level"].copy_(torch.rand(m, generator=g))
+    for k in ("is_sleeping", "is_resting", "learned_spells"):
+        e[k].copy_(torch.rand(e[k].shape, generator=g) < 0.5)
+    e["monsters_killed"].copy_(ints(5, 11, 9))
+    e["boss_timesteps_to_spawn_this_round"].copy_(ints(-2, 3))
+    return state_of(torch.cat([start.arena, *walked, e.arena]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compact_kernel_writes_the_torch_bytes(ref: dict[str, np.ndarray], device: str, kernel_device) -> None:  # noqa: ANN001
+    """The Triton kernel of the compact observation (the env's on CUDA) writes the bytes of
+    ``render.compact`` (the torch reference, which decodes to the JAX reference's observation),
+    bit for bit: on the reference's states (all nine floors) and on states walked and edited to
+    reach the layout's corners (cells off the map, dark cells, mobs at and beyond the view's
+    edges, wrapped and overwritten flags), every byte of the 900 (the padding included)."""
+    pytest.importorskip("triton")
+    from noeira.envs.craftax_full import render
+    from noeira.envs.craftax_full.state import state_of
+    from noeira.envs.craftax_full.triton_obs import compact_kernel
+
+    dev = kernel_device(device)
+    fixture, _ = _imported({k: torch.as_tensor(ref[f"obs_state.{k}"]) for k in EXPORT_FIELDS}, "cpu")
+    varied = _varied_states(ref)
+    for s in (fixture, varied):
+        n = s.arena.shape[0]
+        want = torch.empty((n, render.COMPACT_SIZE), dtype=torch.uint8)
+        render.compact(s, want)
+        got = torch.full((n, render.COMPACT_SIZE), 77, dtype=torch.uint8, device=dev)
+        compact_kernel()(state_of(s.arena.to(dev)), got)
+        bad = (got.cpu() != want)
+        assert not bad.any(), (f"bytes differ: columns {bad.any(0).nonzero().squeeze(1)[:10].tolist()}, "
+                               f"rows {bad.any(1).nonzero().squeeze(1)[:10].tolist()}")
+    # the varied states reach what they are meant to: cells off the map and dark cells on it, mob
+    # flags on the view's four edges, every floor
+    blocks, _, lit = render._view(varied)
+    assert ((blocks == 1) & ~lit).any() and ((blocks != 1) & ~lit).any() and lit.any()
+    mobs = render.view_mobs(varied).view(-1, 9, 11, 40).any(-1)
+    assert mobs[:, 0].any() and mobs[:, 8].any() and mobs[:, :, 0].any() and mobs[:, :, 10].any()
+    assert set(varied["player_level"].tolist()) == set(range(9))
+    # a window of rows (a slice of the batch, as the queue's chunks are) writes the same bytes
+    part = torch.empty((5, render.COMPACT_SIZE), dtype=torch.uint8, device=dev)
+    compact_kernel()(state_of(varied.arena.to(dev)[3:8]), part)
+    want = torch.empty((5, render.COMPACT_SIZE), dtype=torch.uint8)
+    render.compact(state_of(varied.arena[3:8]), want)
+    assert torch.equal(part.cpu(), want)
+
+
+@pytest.mark.parametrize("obs", ["compact", "symbolic"])
+def test_env_observes_through_the_compact_kernel(obs: str, kernel_device) -> None:  # noqa: ANN001
+    """The env with the Triton kernel writing its observations (CUDA's path, here in Triton's
+    interpreter) steps as the env with the torch path does, through deaths and queue resets
+    (observation, final observation and the queue's first observations equal), and the step
+    stays capture-safe with the kernel's launches in it (``noeira.core.testing.capture``)."""
+    pytest.importorskip("triton")
+    from noeira.core.testing import CaptureHazards, format_hazards
+    from noeira.envs.craftax_full import triton_obs
+
+    kernel_device("cpu")
+    kernel = triton_obs.compact_kernel()
+    envs = [_env(4, seed=0, obs=obs, resets="queue", queue_size=6, queue_refill=2) for _ in range(2)]
+    calls = []
+
+    def counted(s, out) -> None:  # noqa: ANN001
+        calls.append(out.shape[0])
+        kernel(s, out)
+
+    envs[1]._write_compact = counted
+    det = CaptureHazards()
+    g = torch.Generator().manual_seed(0)
+    for t in range(4):
+        action = torch.randint(0, NUM_ACTIONS, (4,), generator=g)
+        results = []
+        for i, env in enumerate(envs):
+            state = env.get_state()
+            state["player_health"][t % 2::2] = 0.0  # half the envs die this step
+            env.set_state(state)
+            if i == 1 and t > 0:
+                with det:
+                    results.append(env.step(action))
+            else:
+                results.append(env.step(action))
+        for key in ("obs", "final_obs", "reward", "terminated"):
+            assert torch.equal(getattr(results[0], key), getattr(results[1], key)), (key, t)
+        assert bool(results[1].terminated[t % 2::2].all())
+    assert torch.equal(envs[0].queue.obs, envs[1].queue.obs)
+    # each round: set_state's observation, the queue's refill, the final observations (the reset envs' come
+    # from the queue's, the others' are the final ones)
+    assert calls == [4, 2, 4] * 4
+    assert not det.hazards, format_hazards(det.hazards)

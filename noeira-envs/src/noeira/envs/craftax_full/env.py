@@ -4,7 +4,8 @@ Reinforcement Learning", ICML 2024), for ``N`` worlds at once in torch, exact to
 
 - Observation: ``Box`` of 8,268 float32, the reference's symbolic layout (:mod:`.render`); with
   ``obs = "compact"`` an ``Encoded`` space of 900 bytes that decodes to the same floats (37x less
-  memory for buffers and rollouts; policies decode where they read it).
+  memory for buffers and rollouts; policies decode where they read it). On CUDA one Triton kernel
+  writes the compact bytes (:mod:`.triton_obs`; the symbolic floats are their expansion).
 - Action: ``Discrete(43)`` (:data:`~.constants.ACTION_NAMES`).
 - Reward: the rewards of the achievements newly unlocked (1 / 3 / 5 / 8 by difficulty) + 0.1 x
   the change of health (:mod:`.game`).
@@ -102,6 +103,13 @@ class Craftax(TensorEnv):
                          capture_safe=self.resets == "queue",  # on_demand lists the ended envs on the host
                          validate_actions=config.validate_actions)
         self.config = config
+        self._write_compact: Callable[[State, Tensor], None] = render.compact
+        """What writes the compact observations (the symbolic ones are their expansion): the Triton
+        kernel on CUDA where Triton is installed, :func:`.render.compact` (its reference) elsewhere."""
+        if dev.type == "cuda":
+            from noeira.envs.craftax_full.triton_obs import compact_kernel  # imports Triton
+
+            self._write_compact = compact_kernel() or render.compact
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
         self._light0 = float(light[0])
@@ -205,9 +213,9 @@ class Craftax(TensorEnv):
 
     def _render(self, s: State, out: Tensor) -> None:
         if self.compact:
-            render.compact(s, out)
+            self._write_compact(s, out)
         else:
-            render.symbolic(s, out)
+            render.symbolic(s, out, self._write_compact)
 
     def get_state(self) -> dict[str, Tensor]:
         """The reference's ``EnvState`` leaves, batched: ``{"map": [N, 9, 48, 48] int32, ...}``."""

@@ -22,6 +22,7 @@ left of the view, or a dead slot sharing a cell, clears a flag an earlier slot s
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -141,7 +142,8 @@ def compact(s: dict[str, Tensor], out: Tensor) -> None:
     """Write the compact observation of every world into ``out`` [N, 900] uint8: bytes 0..203
     the 51 tail floats (float32), 204..302 each view cell's block id (255 when dark), 303..401
     its item id, 402..896 its mob flags (five bytes: melee, passive, ranged, mob projectile,
-    player projectile; bit ``k`` for type ``k``); :func:`expand` makes the 8,268 floats again."""
+    player projectile; bit ``k`` for type ``k``); :func:`expand` makes the 8,268 floats again.
+    The reference of :mod:`.triton_obs`, which writes the same bytes on CUDA."""
     n = out.shape[0]
     blocks, items, lit = _view(s)
     out[:, :TAIL_BYTES].copy_(tail(s).contiguous().view(torch.uint8).view(n, TAIL_BYTES))
@@ -191,10 +193,12 @@ def expand_into(code: Tensor, out: Tensor) -> None:
         out[:, :OBS_SIZE].copy_(expand(code))
 
 
-def symbolic(s: dict[str, Tensor], out: Tensor) -> None:
-    """Write the reference's symbolic observation of every world into ``out`` [N, 8268] float32."""
+def symbolic(s: dict[str, Tensor], out: Tensor, write_compact: Callable[..., None] | None = None) -> None:
+    """Write the reference's symbolic observation of every world into ``out`` [N, 8268] float32
+    (the expansion of the compact one, written by ``write_compact``: :func:`compact` by default,
+    the env's Triton kernel on CUDA)."""
     code = torch.empty((out.shape[0], COMPACT_SIZE), dtype=torch.uint8, device=out.device)
-    compact(s, code)
+    (write_compact or compact)(s, code)
     _expand(code, out)
 
 
