@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from env_testing import record_step
 
 from noeira.core import ConfigError, Discrete, make_env
 from noeira.core.testing import check_env
@@ -323,22 +324,7 @@ def test_cuda_step_has_no_host_sync_and_graph_captures(name: str) -> None:
     eager = make_env(name, num_envs=n, backend="cuda", seed=1)
     env.reset(seed=0)
     action = env.action_space.sample(n)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(3):
-            env.step(action)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        env.step(action)  # warm up on a side stream, as torch.cuda.graph wants
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.generator)
-    with torch.cuda.graph(graph):
-        env.step(action)
+    graph = record_step(env, action)
     ended = 0
     for _ in range(REFS[name].max_steps + 20):  # crosses autoresets and the time limit
         eager.set_state(env.get_state())

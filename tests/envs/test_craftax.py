@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from env_testing import load_ref, mismatch, on_device, record_step, ref_states, reference_leaves
 
 from noeira.core import make_env
 from noeira.envs.craftax import game, worldgen
@@ -31,34 +32,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def ref() -> dict[str, np.ndarray]:
-    with np.load(DATA) as f:
-        return dict(f)
-
-
-def _device(name: str) -> str:
-    if name == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return name
-
-
-def _states(ref: dict[str, np.ndarray], prefix: str, device: str = "cpu") -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(ref[f"{prefix}{k}"], device=device) for k in EXPORT_FIELDS}
+    return load_ref(DATA)
 
 
 def _env(n: int, device: str = "cpu", seed: int = 0, **kw: object) -> CraftaxClassic:
     return make_env("craftax-classic", num_envs=n, backend=device, seed=seed, **kw)  # type: ignore[return-value]
-
-
-def _mismatch(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, list[int]]:
-    """Key -> the first few rows where ``got`` and ``want`` differ (dtypes aside)."""
-    out = {}
-    for k, w in want.items():
-        g = got[k].to(w.dtype).cpu()
-        w = w.cpu()
-        bad = (g != w).reshape(g.shape[0], -1).any(1)
-        if bad.any():
-            out[k] = bad.nonzero().squeeze(1)[:5].tolist()
-    return out
 
 
 # -- exactness -------------------------------------------------------------------------------------
@@ -66,10 +44,10 @@ def _mismatch(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> di
 def test_observation_bit_exact_on_reference_states(ref: dict[str, np.ndarray], device: str) -> None:
     """The symbolic observation of states from the reference's rollouts (and prepared states:
     tools, tables, mobs, arrows, edge of the map) is the reference's, bit for bit."""
-    device = _device(device)
+    device = on_device(device)
     want = torch.as_tensor(ref["obs_obs"])
     env = _env(want.shape[0], device)
-    env.set_state(_states(ref, "obs_state.", device))
+    env.set_state(ref_states(ref, "obs_state.", EXPORT_FIELDS, device))
     got = env.obs.cpu()
     assert got.shape == want.shape == (want.shape[0], OBS_SIZE)
     bad = (got.view(torch.int32) != want.view(torch.int32)).any(0).nonzero().squeeze(1)
@@ -83,9 +61,9 @@ def test_observation_bit_exact_on_reference_states(ref: dict[str, np.ndarray], d
 def test_step_exact_with_the_reference_draws(ref: dict[str, np.ndarray], device: str) -> None:
     """Every action from prepared states, and short random trajectories: fed the reference's
     random draws, our step gives the reference's next state (every leaf), reward and done."""
-    device = _device(device)
-    before = _states(ref, "step_before.", device)
-    want = _states(ref, "step_after.")
+    device = on_device(device)
+    before = ref_states(ref, "step_before.", EXPORT_FIELDS, device)
+    want = ref_states(ref, "step_after.", EXPORT_FIELDS)
     n = before["map"].shape[0]
     env = _env(n, device)
     env.set_state(before)
@@ -93,7 +71,7 @@ def test_step_exact_with_the_reference_draws(ref: dict[str, np.ndarray], device:
     action = torch.as_tensor(ref["step_action"], device=device)
     reward, terminated = game.step(env.s, action, draws, env.tables)
     got = export_state(env.s)
-    assert not _mismatch(got, want), f"state leaves differ (key: rows): {_mismatch(got, want)}"
+    assert not mismatch(got, want), f"state leaves differ (key: rows): {mismatch(got, want)}"
     want_reward = torch.as_tensor(ref["step_reward"])
     bad = (reward.cpu().view(torch.int32) != want_reward.view(torch.int32)).nonzero().squeeze(1)
     assert bad.numel() == 0, f"rewards differ at {bad[:5].tolist()}: {reward.cpu()[bad[:5]]} vs {want_reward[bad[:5]]}"
@@ -107,14 +85,14 @@ def test_step_exact_with_the_reference_draws(ref: dict[str, np.ndarray], device:
 def test_step_changes_only_by_the_rules(ref: dict[str, np.ndarray]) -> None:
     """A broken rule shows: the recorded steps differ from the reference when a draw changes
     (a check that the exactness test above depends on the draws it replays)."""
-    before = _states(ref, "step_before.")
-    want = _states(ref, "step_after.")
+    before = ref_states(ref, "step_before.", EXPORT_FIELDS)
+    want = ref_states(ref, "step_after.", EXPORT_FIELDS)
     env = _env(before["map"].shape[0])
     env.set_state(before)
     u = torch.as_tensor(ref["step_u"]).clone()
     u[:, 11] = 0.0  # every cow that may spawn does
     game.step(env.s, torch.as_tensor(ref["step_action"]), {"u": u, "dirs": torch.as_tensor(ref["step_dirs"])}, env.tables)
-    assert "cows.mask" in _mismatch(export_state(env.s), want)
+    assert "cows.mask" in mismatch(export_state(env.s), want)
 
 
 def test_light_level_matches_reference_formula(ref: dict[str, np.ndarray]) -> None:
@@ -249,16 +227,11 @@ def test_live_reference_worlds_import_and_observe() -> None:
     keys = jax.random.split(jax.random.PRNGKey(21), 4)
     states = jax.jit(jax.vmap(lambda k: generate_world(k, EnvParams(), StaticEnvParams())))(keys)
     want_obs = torch.as_tensor(np.asarray(jax.jit(jax.vmap(render_craftax_symbolic))(states)))
-    leaves: dict[str, torch.Tensor] = {}
-    for name in EXPORT_FIELDS:
-        obj = states
-        for part in name.split("."):
-            obj = getattr(obj, part)
-        leaves[name] = torch.as_tensor(np.asarray(obj))
+    leaves = reference_leaves(states, EXPORT_FIELDS)
     env = _env(4)
     env.set_state(leaves)
     assert torch.equal(env.obs.view(torch.int32), want_obs.view(torch.int32))
-    assert not _mismatch(env.get_state(), leaves)
+    assert not mismatch(env.get_state(), leaves)
 
 
 # -- the env's contract ----------------------------------------------------------------------------
@@ -284,14 +257,14 @@ def test_get_set_state_round_trip() -> None:
     state = a.get_state()
     b = _env(6, seed=2)
     b.set_state(state)
-    assert not _mismatch(b.get_state(), state)
+    assert not mismatch(b.get_state(), state)
     assert torch.equal(b.obs, a.obs)
     # same state, same draws: the same next state
     action = a.action_space.sample(6)
     draws = game.sample_draws(6, torch.Generator().manual_seed(0), torch.device("cpu"))
     ra, ta = game.step(a.s, action, draws, a.tables)
     rb, tb = game.step(b.s, action, draws, b.tables)
-    assert torch.equal(ra, rb) and torch.equal(ta, tb) and not _mismatch(a.get_state(), b.get_state())
+    assert torch.equal(ra, rb) and torch.equal(ta, tb) and not mismatch(a.get_state(), b.get_state())
     with pytest.raises(ValueError, match="keys differ"):
         b.set_state({k: v for k, v in state.items() if k != "map"})
 
@@ -302,10 +275,10 @@ def test_reset_is_deterministic_in_the_seed() -> None:
     action = a.action_space.sample(8)
     for _ in range(40):
         ra, rb = a.step(action), b.step(action)
-    assert torch.equal(ra.obs, rb.obs) and not _mismatch(a.get_state(), b.get_state())
+    assert torch.equal(ra.obs, rb.obs) and not mismatch(a.get_state(), b.get_state())
     a.reset(seed=9)
     c.reset(seed=9)
-    assert not _mismatch(a.get_state(), c.get_state())
+    assert not mismatch(a.get_state(), c.get_state())
     maps = a.get_state()["map"]
     assert not torch.equal(maps[0], maps[1]), "every env gets its own world"
 
@@ -404,7 +377,7 @@ def test_compact_observation_decodes_to_the_symbolic_one(ref: dict[str, np.ndarr
 
     want = torch.as_tensor(ref["obs_obs"])
     env = _env(want.shape[0], obs="compact")
-    env.set_state(_states(ref, "obs_state."))
+    env.set_state(ref_states(ref, "obs_state.", EXPORT_FIELDS))
     space = env.observation_space
     assert isinstance(space, Encoded) and space.shape == (148,) and env.obs.dtype == torch.uint8
     got = space.decode(env.obs)
@@ -430,7 +403,7 @@ def test_only_ended_worlds_are_reset() -> None:
 def test_cuda_matches_cpu_and_captures() -> None:
     """On CUDA: the same steps as on the CPU given the same draws; no host sync in the step;
     a CUDA graph of the step replays what the eager step computes."""
-    _device("cuda")
+    on_device("cuda")
     n = 64
     cpu, gpu = _env(n, "cpu", seed=0), _env(n, "cuda", seed=0)
     gpu.set_state({k: v.cuda() for k, v in cpu.get_state().items()})
@@ -441,25 +414,10 @@ def test_cuda_matches_cpu_and_captures() -> None:
         rc, tc = game.step(cpu.s, action, draws, cpu.tables)
         rg, tg = game.step(gpu.s, action.cuda(), {k: v.cuda() for k, v in draws.items()}, gpu.tables)
         assert torch.equal(rc, rg.cpu()) and torch.equal(tc, tg.cpu())
-    assert not _mismatch(gpu.get_state(), cpu.get_state())
+    assert not mismatch(gpu.get_state(), cpu.get_state())
     env, eager = _env(n, "cuda", seed=0), _env(n, "cuda", seed=1)
     action = env.action_space.sample(n)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(3):
-            env.step(action)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        env.step(action)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.generator)
-    with torch.cuda.graph(graph):
-        env.step(action)
+    graph = record_step(env, action)
     for _ in range(20):
         eager.set_state(env.get_state())
         eager.generator.set_state(env.generator.get_state())

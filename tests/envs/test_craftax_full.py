@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from env_testing import load_ref, mismatch, on_device, record_step, ref_states, reference_leaves
 
 from noeira.core import make_env
 from noeira.envs.craftax_full import game, worldgen
@@ -35,34 +36,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def ref() -> dict[str, np.ndarray]:
-    with np.load(DATA) as f:
-        return dict(f)
-
-
-def _device(name: str) -> str:
-    if name == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return name
-
-
-def _states(ref: dict[str, np.ndarray], prefix: str, device: str = "cpu") -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(ref[f"{prefix}{k}"], device=device) for k in EXPORT_FIELDS}
+    return load_ref(DATA)
 
 
 def _env(n: int, device: str = "cpu", seed: int = 0, **kw: object) -> Craftax:
     return make_env("craftax", num_envs=n, backend=device, seed=seed, **kw)  # type: ignore[return-value]
-
-
-def _mismatch(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, list[int]]:
-    """Key -> the first few rows where ``got`` and ``want`` differ (dtypes aside)."""
-    out = {}
-    for k, w in want.items():
-        g = got[k].to(w.dtype).cpu()
-        w = w.cpu()
-        bad = (g != w).reshape(g.shape[0], -1).any(1)
-        if bad.any():
-            out[k] = bad.nonzero().squeeze(1)[:5].tolist()
-    return out
 
 
 def _imported(leaves: dict[str, torch.Tensor], device: str) -> tuple[dict[str, torch.Tensor], game.Tables]:
@@ -135,9 +113,9 @@ def test_world_generation_from_recorded_draws(ref: dict[str, np.ndarray]) -> Non
     """Fed the reference's recorded draws, our generator makes the reference's worlds: every leaf
     of the initial state (all nine floors' maps, items, light maps, ladders, the potion mapping)."""
     draws = world_draws(ref)
-    want = _states(ref, "gen_world.")
+    want = ref_states(ref, "gen_world.", EXPORT_FIELDS)
     got = export_state(worldgen.world_from_draws(draws, float(want["light_level"][0])))
-    assert not _mismatch(got, want), f"state leaves differ (key: rows): {_mismatch(got, want)}"
+    assert not mismatch(got, want), f"state leaves differ (key: rows): {mismatch(got, want)}"
     from noeira.envs.craftax_full.constants import torch_light_map
 
     assert torch.equal(torch_light_map(), torch.as_tensor(ref["gen_torch_light_map"]))
@@ -207,9 +185,9 @@ def test_observation_bit_exact_on_reference_states(ref: dict[str, np.ndarray], d
     reference's, bit for bit; the compact observation decodes to the same floats."""
     from noeira.envs.craftax_full import render
 
-    device = _device(device)
+    device = on_device(device)
     want = torch.as_tensor(ref["obs_obs"])
-    states = _states(ref, "obs_state.", device)
+    states = ref_states(ref, "obs_state.", EXPORT_FIELDS, device)
     n = want.shape[0]
     s, _ = _imported(states, device)  # the env's state without generating n worlds first
     got = torch.empty((n, OBS_SIZE), device=device)
@@ -242,14 +220,14 @@ def test_step_exact_with_the_reference_draws(ref: dict[str, np.ndarray], device:
     """Every action from prepared states on six floors, and short random trajectories on every
     floor: fed the reference's random draws, our step gives the reference's next state (every
     leaf), reward (bit for bit) and done."""
-    device = _device(device)
+    device = on_device(device)
     before, want = step_states(ref, device)
     s, tables = _imported(before, device)
     draws = {"u": torch.as_tensor(ref["step_u"], device=device), "dirs": torch.as_tensor(ref["step_dirs"], device=device)}
     action = torch.as_tensor(ref["step_action"], device=device)
     reward, terminated = game.step(s, action, draws, tables)
     got = export_state(s)
-    bad = _mismatch(got, want)
+    bad = mismatch(got, want)
     assert not bad, f"state leaves differ (key: rows): {bad}"
     want_reward = torch.as_tensor(ref["step_reward"])
     wrong = (reward.cpu().view(torch.int32) != want_reward.view(torch.int32)).nonzero().squeeze(1)
@@ -275,7 +253,7 @@ def test_step_changes_with_the_draws(ref: dict[str, np.ndarray]) -> None:
     u = torch.as_tensor(ref["step_u"]).clone()
     u[:, game.U_SPAWN + 1] = 0.0  # every melee mob that may spawn does
     game.step(s, torch.as_tensor(ref["step_action"]), {"u": u, "dirs": torch.as_tensor(ref["step_dirs"])}, tables)
-    assert "melee_mobs.mask" in _mismatch(export_state(s), want)
+    assert "melee_mobs.mask" in mismatch(export_state(s), want)
 
 
 @pytest.mark.slow  # 96 envs x 600 steps (~35 s of CPU)
@@ -341,16 +319,11 @@ def test_live_reference_worlds_import_and_observe() -> None:
     keys = jax.random.split(jax.random.PRNGKey(21), 2)
     states = jax.jit(jax.vmap(lambda k: generate_world(k, EnvParams(), StaticEnvParams())))(keys)
     want_obs = torch.as_tensor(np.asarray(jax.jit(jax.vmap(render_craftax_symbolic))(states)))
-    leaves: dict[str, torch.Tensor] = {}
-    for name in EXPORT_FIELDS:
-        obj = states
-        for part in name.split("."):
-            obj = getattr(obj, part)
-        leaves[name] = torch.as_tensor(np.asarray(obj))
+    leaves = reference_leaves(states, EXPORT_FIELDS)
     env = _env(2)
     env.set_state(leaves)
     assert torch.equal(env.obs.view(torch.int32), want_obs.view(torch.int32))
-    assert not _mismatch(env.get_state(), leaves)
+    assert not mismatch(env.get_state(), leaves)
 
 
 # -- the env's contract ----------------------------------------------------------------------------
@@ -385,13 +358,13 @@ def test_get_set_state_round_trip() -> None:
     state = a.get_state()
     b = _env(4, seed=2)
     b.set_state(state)
-    assert not _mismatch(b.get_state(), state)
+    assert not mismatch(b.get_state(), state)
     assert torch.equal(b.obs, a.obs)
     action = a.action_space.sample(4)
     draws = game.sample_draws(4, torch.Generator().manual_seed(0), torch.device("cpu"))
     ra, ta = game.step(a.s, action, draws, a.tables)
     rb, tb = game.step(b.s, action, draws, b.tables)
-    assert torch.equal(ra, rb) and torch.equal(ta, tb) and not _mismatch(a.get_state(), b.get_state())
+    assert torch.equal(ra, rb) and torch.equal(ta, tb) and not mismatch(a.get_state(), b.get_state())
     with pytest.raises(ValueError, match="keys differ"):
         b.set_state({k: v for k, v in state.items() if k != "map"})
     bad = dict(state)
@@ -407,10 +380,10 @@ def test_reset_is_deterministic_and_every_world_is_new() -> None:
     action = a.action_space.sample(6)
     for _ in range(10):
         ra, rb = a.step(action), b.step(action)
-    assert torch.equal(ra.obs, rb.obs) and not _mismatch(a.get_state(), b.get_state())
+    assert torch.equal(ra.obs, rb.obs) and not mismatch(a.get_state(), b.get_state())
     a.reset(seed=9)
     c.reset(seed=9)
-    assert not _mismatch(a.get_state(), c.get_state())
+    assert not mismatch(a.get_state(), c.get_state())
     # every env of a reset and every autoreset gets a world of its own
     env = _env(8, seed=0)
     seen = {hash(m.numpy().tobytes()) for m in env.get_state()["map"]}
@@ -596,7 +569,7 @@ def test_ppo_recipe_resolves_and_builds() -> None:
 def test_cuda_matches_cpu_and_captures() -> None:
     """On CUDA: the same steps as on the CPU given the same draws; no host sync in the env's step
     (queue resets); a CUDA graph of the step replays what the eager step computes."""
-    _device("cuda")
+    on_device("cuda")
     n = 64
     cpu, gpu = _env(n, "cpu", seed=0), _env(n, "cuda", seed=0)
     gpu.set_state({k: v.cuda() for k, v in cpu.get_state().items()})
@@ -607,7 +580,7 @@ def test_cuda_matches_cpu_and_captures() -> None:
         rc, tc = game.step(cpu.s, action, draws, cpu.tables)
         rg, tg = game.step(gpu.s, action.cuda(), {k: v.cuda() for k, v in draws.items()}, gpu.tables)
         assert torch.equal(rc, rg.cpu()) and torch.equal(tc, tg.cpu())
-    assert not _mismatch(gpu.get_state(), cpu.get_state())
+    assert not mismatch(gpu.get_state(), cpu.get_state())
     env, eager = _env(n, "cuda", seed=0, obs="compact"), _env(n, "cuda", seed=1, obs="compact")
     assert env.resets == "queue"
     if importlib.util.find_spec("triton") is not None:  # the observations come from the Triton kernel
@@ -615,22 +588,7 @@ def test_cuda_matches_cpu_and_captures() -> None:
 
         assert env._write_compact is compact_kernel()
     action = env.action_space.sample(n)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(3):
-            env.step(action)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        env.step(action)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.generator)
-    with torch.cuda.graph(graph):
-        env.step(action)
+    graph = record_step(env, action)
     for _ in range(10):
         eager.s.arena.copy_(env.s.arena)
         eager.queue.arena.copy_(env.queue.arena)
@@ -659,7 +617,7 @@ def test_stream_graph_replays_the_eager_step_bit_for_bit(obs: str) -> None:
     end (the state arena, the queue, the episode counts, the generator). Every env meets its time
     limit once within the run, at a step of its own, so 256 episodes end and take worlds from the
     queue (64 slots: it wraps round four times)."""
-    _device("cuda")
+    on_device("cuda")
     from noeira.core import get_backend, get_graph_backend
 
     n, steps = 256, 300
@@ -767,7 +725,7 @@ def test_step_exact_live_sweep() -> None:
             reward, terminated = game.step(s, action, {"u": torch.as_tensor(rec["u"]).unsqueeze(0),
                                                        "dirs": torch.as_tensor(rec["dirs"]).unsqueeze(0)}, tables)
             want = {name: torch.as_tensor(np.asarray(rec["next"][name])).unsqueeze(0) for name in EXPORT_FIELDS}
-            bad = _mismatch(export_state(s), want)
+            bad = mismatch(export_state(s), want)
             assert not bad, f"floor {int(cur['player_level'])}, step {checked}: leaves differ {sorted(bad)}"
             assert reward.view(torch.int32).item() == torch.tensor(rec["reward"]).view(torch.int32).item()
             assert bool(terminated.item() or int(want["timestep"]) >= 100_000) == bool(rec["done"])
@@ -904,7 +862,7 @@ def test_compact_kernel_writes_the_torch_bytes(ref: dict[str, np.ndarray], devic
     from noeira.envs.craftax_full.triton_obs import compact_kernel
 
     dev = kernel_device(device)
-    fixture, _ = _imported({k: torch.as_tensor(ref[f"obs_state.{k}"]) for k in EXPORT_FIELDS}, "cpu")
+    fixture, _ = _imported(ref_states(ref, "obs_state.", EXPORT_FIELDS), "cpu")
     varied = _varied_states(ref)
     for s in (fixture, varied):
         n = s.arena.shape[0]

@@ -22,6 +22,8 @@ import torch
 
 pytest.importorskip("triton", reason="the fused Craftax step needs Triton (pip install triton)")
 
+from env_testing import load_ref, mismatch  # noqa: E402
+
 from noeira.core import make_env  # noqa: E402
 from noeira.envs.craftax import game, render  # noqa: E402
 from noeira.envs.craftax import triton_step as ts  # noqa: E402
@@ -35,22 +37,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def ref() -> dict[str, np.ndarray]:
-    with np.load(DATA) as f:
-        return dict(f)
+    return load_ref(DATA)
 
 
 def _env(n: int, device: torch.device, **kw: object):
     return make_env("craftax-classic", num_envs=n, backend=device.type, **{"seed": 0, **kw})
-
-
-def _differ(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, list[int]]:
-    out = {}
-    for k, w in b.items():
-        g = a[k].to(w.dtype).cpu()
-        bad = (g != w.cpu()).reshape(g.shape[0], -1).any(1)
-        if bad.any():
-            out[k] = bad.nonzero().squeeze(1)[:5].tolist()
-    return out
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -68,7 +59,7 @@ def test_kernel_replays_the_reference_steps(ref: dict[str, np.ndarray], device: 
     reward, terminated = ts.Step(n, dev).game(env.s, torch.as_tensor(ref["step_action"], device=dev), env.tables,
                                               draws=draws)
     got = export_state(env.s)
-    assert not _differ(got, want), f"state leaves differ (key: rows): {_differ(got, want)}"
+    assert not mismatch(got, want), f"state leaves differ (key: rows): {mismatch(got, want)}"
     assert torch.equal(reward.cpu().view(torch.int32), torch.as_tensor(ref["step_reward"]).view(torch.int32))
     assert torch.equal(terminated.cpu() | (got["timestep"].cpu() >= 10000), torch.as_tensor(ref["step_done"]))
 
@@ -91,7 +82,7 @@ def test_own_variates_replay_in_torch(device: str, kernel_device) -> None:
         rk, tk = k.game(b.s, action, b.tables, draws=draws, seed=seed, write_draws=True)
         rt, tt = game.step(a.s, action, draws, a.tables)
         assert torch.equal(rk, rt) and torch.equal(tk, tt)
-        assert not _differ(export_state(b.s), export_state(a.s))
+        assert not mismatch(export_state(b.s), export_state(a.s))
         us.append(draws["u"].clone())
         seed += 1
     u = torch.cat(us).cpu()
@@ -143,7 +134,7 @@ def test_env_step_on_the_kernels_equals_the_torch_env(device: str, kernel_device
             for field in ("obs", "final_obs", "reward", "terminated", "truncated"):
                 x, y = getattr(ra, field), getattr(rb, field)
                 assert torch.equal(x, y), f"{obs}, step {i}: {field} differs"
-            assert not _differ(b.get_state(), a.get_state()), f"{obs}, step {i}"
+            assert not mismatch(b.get_state(), a.get_state()), f"{obs}, step {i}"
             for name in ("elapsed", "episode_return", "episode_length", "episode"):
                 assert torch.equal(getattr(a, name), getattr(b, name)), f"{obs}, step {i}: {name}"
         sa, sb = a.pop_episode_stats(), b.pop_episode_stats()
@@ -239,7 +230,7 @@ def test_kernel_env_is_deterministic_records_and_matches_the_reference_statistic
             ra, rb = a.step(act), b.step(act)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert torch.equal(ra.obs, rb.obs) and not _differ(a.get_state(), b.get_state())
+    assert torch.equal(ra.obs, rb.obs) and not mismatch(a.get_state(), b.get_state())
     # record one step of `a` and replay it against `b` stepping eagerly
     action = torch.zeros(n, dtype=torch.long, device=dev)
     side = torch.cuda.Stream()
@@ -257,7 +248,7 @@ def test_kernel_env_is_deterministic_records_and_matches_the_reference_statistic
         graph.replay()
         rb = b.step(act)
         assert torch.equal(a._result.obs, rb.obs) and torch.equal(a._result.reward, rb.reward)
-    assert not _differ(a.get_state(), b.get_state())
+    assert not mismatch(a.get_state(), b.get_state())
     # statistics of random-policy episodes
     env = _env(n, dev, seed=7)
     env.pop_episode_stats()
