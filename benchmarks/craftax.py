@@ -48,40 +48,22 @@ import platform
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import torch
+from _common import env_stepper, fmt_rate, graph_available, time_calls
 from rich.console import Console
 from rich.table import Table
 
-from noeira.core import get_backend, get_graph_backend, make_env
-from noeira.core.errors import NoeiraError, UnknownPluginError
+from noeira.core import get_backend, make_env
+from noeira.core.errors import NoeiraError
 
 FULL_SIZES = [1024, 4096, 16384, 65536, 262144, 1 << 20]
 QUICK_SIZES = [16, 256, 1024]
 GRAPHS = ("eager", "stream", "device")
-
-
-def _time(step: Callable[[], Any], sync: Callable[[], None], min_time: float, warmup: int) -> tuple[float, int]:
-    """(seconds per call of ``step``, timed calls) after ``warmup`` calls, timed over at least ``min_time``."""
-    for _ in range(warmup):
-        step()
-    sync()
-    calls, chunk = 0, 1
-    start = time.perf_counter()
-    while True:
-        for _ in range(chunk):
-            step()
-        calls += chunk
-        sync()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / calls, calls
-        chunk = min(chunk * 2, 1000)
 
 
 def _env_bytes(env: Any) -> int:
@@ -124,29 +106,20 @@ def bench_noeira(n: int, backend: str, graph: str, min_time: float, kernel: str 
     """Steps/s under graph backend ``graph`` (None where it is not available), bytes per env,
     resets per step and the share of the step spent on them."""
     be = get_backend(backend)
-    if graph != "eager":
-        try:
-            g = get_graph_backend(graph)
-        except (UnknownPluginError, NoeiraError):
-            return None
-        if not g.available(be):
-            return None
+    if not graph_available(graph, be):
+        return None
     env = make_env("craftax-classic", num_envs=n, backend=be, seed=0, kernel=kernel, obs=obs)
     gen = torch.Generator(device=be.device).manual_seed(0)
     action = env.action_space.sample(n, generator=gen)
-
-    def step() -> None:
-        env.step(action)
-
-    fn = step if graph == "eager" else get_graph_backend(graph).wrap(step, be)
+    fn = env_stepper(env, action, graph, be)
     for _ in range(settle):  # past the first episodes' ends, into a steady mix of ages (random-policy episodes: ~200 steps)
         fn()
     env.pop_episode_stats()
-    seconds, calls = _time(fn, be.synchronize, min_time, warmup=5 if graph == "eager" else 8)
+    seconds, calls = time_calls(fn, be.synchronize, min_time, warmup=5 if graph == "eager" else 8)
     if getattr(fn, "failure", None) is not None:
         return None
     resets = float(env.pop_episode_stats()["count"]) / (calls + (5 if graph == "eager" else 8))
-    reset_seconds, _ = _time(_reset_work(env), be.synchronize, min_time / 2, warmup=3)
+    reset_seconds, _ = time_calls(_reset_work(env), be.synchronize, min_time / 2, warmup=3)
     out = {"steps_per_s": n / seconds, "bytes_per_env": _env_bytes(env) / n, "resets_per_step": resets,
            "reset_share": reset_seconds / seconds}
     env.close()
@@ -223,17 +196,8 @@ def bench_jax(n: int, min_time: float) -> float | None:
         obs, box["state"], *_ = step(box["keys"], box["state"], action, params)
         box["obs"] = obs
 
-    seconds, _ = _time(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2)
+    seconds, _ = time_calls(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2)
     return n / seconds
-
-
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if x >= div:
-            return f"{x / div:.2f}{unit}"
-    return f"{x:.0f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             row["craftax.cu"], line = bench_craftax_cu(a.vs_craftax_cu, n, a.cu_iters)
             console.print(f"  craftax.cu at {n:,} envs: {line}")
         rows.append(row)
-        console.print(f"  n={n:<8d} " + "  ".join(f"{c}={_fmt(row.get(c))}" for c in columns if row.get(c) is not None))
+        console.print(f"  n={n:<8d} " + "  ".join(f"{c}={fmt_rate(row.get(c))}" for c in columns if row.get(c) is not None))
         for c in columns[:-1]:
             if row.get(c) is not None:
                 console.print(f"    {c}: {row[f'{c} bytes_per_env']:,.0f} bytes/env, {row[f'{c} resets_per_step']:,.1f} "
@@ -324,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         extra = []
         if cu:
             ours = max((r.get(f"triton/compact {g}") or 0 for g in graphs), default=0)
-            extra = [_fmt(r.get("craftax.cu")), f"{ours / r['craftax.cu']:.2f}x" if ours and r.get("craftax.cu") else "-"]
-        table.add_row(f"{r['num_envs']:,}", *[_fmt(r.get(c)) for c in cols], *size, resets, share, ratio, *extra)
+            extra = [fmt_rate(r.get("craftax.cu")), f"{ours / r['craftax.cu']:.2f}x" if ours and r.get("craftax.cu") else "-"]
+        table.add_row(f"{r['num_envs']:,}", *[fmt_rate(r.get(c)) for c in cols], *size, resets, share, ratio, *extra)
     console.print(table)
     console.print("resets/step and reset share: of the fastest column (the worlds generated for the envs that ended, "
                   "and their observations, timed apart on the last step's list)")

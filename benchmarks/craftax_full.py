@@ -44,32 +44,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _common import env_stepper, fmt_rate, graph_available, time_calls
 from rich.console import Console
 from rich.table import Table
 
-from noeira.core import get_backend, get_graph_backend, make_env
-from noeira.core.errors import NoeiraError, UnknownPluginError
+from noeira.core import get_backend, make_env
+from noeira.core.errors import NoeiraError
 
 FULL_SIZES = [65536, 131072, 262144, 524288]
 QUICK_SIZES = [16, 64]
-
-
-def _time(step: Callable[[], Any], sync: Callable[[], None], min_time: float, warmup: int) -> float:
-    """Seconds per call of ``step`` after ``warmup`` calls, timed over at least ``min_time``."""
-    for _ in range(warmup):
-        step()
-    sync()
-    calls, chunk = 0, 1
-    start = time.perf_counter()
-    while True:
-        for _ in range(chunk):
-            step()
-        calls += chunk
-        sync()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / calls
-        chunk = min(chunk * 2, 200)
 
 
 def _env_bytes(env: Any) -> int:
@@ -84,21 +67,12 @@ def bench_noeira(n: int, backend: str, graph: str, min_time: float, obs: str) ->
     """Steps/s under graph backend ``graph`` (None where it is not available), bytes per env, and
     the share of episodes that started in a used world."""
     be = get_backend(backend)
-    if graph != "eager":
-        try:
-            g = get_graph_backend(graph)
-        except (UnknownPluginError, NoeiraError):
-            return None
-        if not g.available(be):
-            return None
+    if not graph_available(graph, be):
+        return None
     env = make_env("craftax", num_envs=n, backend=be, seed=0, obs=obs)
     action = env.action_space.sample(n, generator=torch.Generator(device=be.device).manual_seed(0))
-
-    def step() -> None:
-        env.step(action)
-
-    fn = step if graph == "eager" else get_graph_backend(graph).wrap(step, be)
-    seconds = _time(fn, be.synchronize, min_time, warmup=3 if graph == "eager" else 5)
+    fn = env_stepper(env, action, graph, be)
+    seconds, _ = time_calls(fn, be.synchronize, min_time, warmup=3 if graph == "eager" else 5, max_chunk=200)
     if getattr(fn, "failure", None) is not None:
         return None
     stats = env.pop_episode_stats()
@@ -236,7 +210,7 @@ def bench_jax(n: int, min_time: float) -> float | None:
         obs, box["state"], *_ = step(keys, box["state"], action, params)
         box["obs"] = obs
 
-    return n / _time(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2)
+    return n / time_calls(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2, max_chunk=200)[0]
 
 
 def bench_worldgen(k: int, backend: str, min_time: float) -> float:
@@ -249,8 +223,9 @@ def bench_worldgen(k: int, backend: str, min_time: float) -> float:
     stream = torch.zeros(k, dtype=torch.int64, device=be.device)
     serial = torch.arange(k, device=be.device)
     chunk = 2048 if be.device.type == "cuda" else 256
-    return _time(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk), be.synchronize, min_time,
-                 warmup=1) / k
+    seconds, _ = time_calls(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk), be.synchronize,
+                            min_time, warmup=1, max_chunk=200)
+    return seconds / k
 
 
 def bench_jax_worldgen(k: int, min_time: float) -> float | None:
@@ -265,16 +240,8 @@ def bench_jax_worldgen(k: int, min_time: float) -> float | None:
     def run() -> None:
         box["out"] = reset(box["keys"], env.default_params)
 
-    return _time(run, lambda: jax.block_until_ready(box["out"]), min_time, warmup=1) / k
-
-
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if x >= div:
-            return f"{x / div:.2f}{unit}"
-    return f"{x:.0f}"
+    seconds, _ = time_calls(run, lambda: jax.block_until_ready(box["out"]), min_time, warmup=1, max_chunk=200)
+    return seconds / k
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         row["craftax.cu"] = bench_craftax_cu(binary, n, a.cu_iters) if binary else None
         row["jax"] = bench_jax(n, min_time) if n <= a.jax_max else None
         rows.append(row)
-        console.print(f"  n={n:<8d} " + "  ".join(f"{c}={_fmt(row.get(c))}" for c in columns if row.get(c) is not None))
+        console.print(f"  n={n:<8d} " + "  ".join(f"{c}={fmt_rate(row.get(c))}" for c in columns if row.get(c) is not None))
 
     cols = [c for c in columns if any(r.get(c) is not None for r in rows)]
     table = Table(title=f"craftax (full game) env steps/s, all envs - {be.name} ({be.device_name()})")
@@ -350,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = f"{best / r['craftax.cu']:.2f}x" if best and r.get("craftax.cu") else "-"
         size = next((r[f"{o} bytes_per_env"] for o in variants if f"{o} bytes_per_env" in r), 0)
         reused = max((v for k, v in r.items() if k.endswith("reused")), default=0.0)
-        table.add_row(f"{r['num_envs']:,}", *[_fmt(r.get(c)) for c in cols], f"{size:,.0f}", f"{reused:.3f}", ratio)
+        table.add_row(f"{r['num_envs']:,}", *[fmt_rate(r.get(c)) for c in cols], f"{size:,.0f}", f"{reused:.3f}", ratio)
     console.print(table)
     cu_train = train_craftax_cu(binary, a.cu_train, console) if binary and a.cu_train else None
     ppo = None
@@ -363,14 +330,14 @@ def main(argv: list[str] | None = None) -> int:
         for c in ("run", "envs x horizon", "policy", "steps/s", "note"):
             train.add_column(c, justify="right" if c == "steps/s" else "left")
         if cu_train:
-            train.add_row("craftax.cu train", "8,192 x 128", "its own (MinGRU)", _fmt(cu_train["steps_per_s"]),
+            train.add_row("craftax.cu train", "8,192 x 128", "its own (MinGRU)", fmt_rate(cu_train["steps_per_s"]),
                           f"{a.cu_train} iterations, {cu_train['seconds']:.1f} s, last return/episode "
                           f"{cu_train['return']:.2f}")
         if ppo:
             ratio = f"; {ppo['steps_per_second'] / cu_train['steps_per_s']:.2f}x craftax.cu" if cu_train else ""
             train.add_row(f"noeira ppo ({ppo['graph']})", f"{ppo['num_envs']:,} x {ppo['horizon']}",
                           f"{ppo['network']} {ppo['hidden_sizes']} {ppo['precision']}, {ppo['obs']} obs",
-                          _fmt(ppo["steps_per_second"]),
+                          fmt_rate(ppo["steps_per_second"]),
                           f"{a.ppo_iters} iterations after 4 warm-up ({ppo['warmup_seconds']:.1f} s){ratio}")
         console.print(train)
     if a.json:
@@ -444,9 +411,9 @@ def time_obs(n: int, backend: str, min_time: float, kernel: Callable[..., None] 
     got = torch.empty_like(want)
 
     def timings(fn: Callable[[], None], name: str) -> dict[str, float]:
-        out = {f"{name} eager": _time(fn, be.synchronize, min_time, warmup=2)}
+        out = {f"{name} eager": time_calls(fn, be.synchronize, min_time, warmup=2, max_chunk=200)[0]}
         if be.device.type == "cuda":
-            out[f"{name} graph"] = _time(_graphed(fn), be.synchronize, min_time, warmup=2)
+            out[f"{name} graph"] = time_calls(_graphed(fn), be.synchronize, min_time, warmup=2, max_chunk=200)[0]
         return out
 
     base = timings(lambda: render.compact(s, want), "torch")
@@ -491,7 +458,7 @@ def obs_kernel_main(a: argparse.Namespace) -> int:
                           "-" if k is None else f"{t / k:.2f}x"]
             best = min((r[f"triton {m}"] for m in modes if f"triton {m}" in r), default=None)
             same = "-" if r["same"] is None else ("yes" if r["same"] else "NO")
-            table.add_row(f"{n:,}", r["launch"], *cells, "-" if best is None else _fmt(n / best), same)
+            table.add_row(f"{n:,}", r["launch"], *cells, "-" if best is None else fmt_rate(n / best), same)
             console.print(f"  n={n} launch {r['launch']}: "
                           + ", ".join(f"{k} {1e3 * v:.3f} ms" for k, v in r.items() if k not in ("same", "launch"))
                           + f", same bytes: {same}")

@@ -24,21 +24,20 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from _common import env_stepper, fmt_rate, graph_available, time_calls
 from _meta import commit
 from gymnasium.vector import AutoresetMode
 from rich.console import Console
 from rich.table import Table
 
-from noeira.core import get_backend, get_graph_backend, make_env
-from noeira.core.errors import NoeiraError, UnknownPluginError
+from noeira.core import get_backend, make_env
+from noeira.core.errors import NoeiraError
 
 GYM_IDS = {
     "cartpole": "CartPole-v1",
@@ -52,44 +51,17 @@ QUICK_SIZES = [1, 64, 1024, 16384]
 COLUMNS = ["noeira eager", "noeira stream", "noeira device", "gym vector", "gym sync", "gym async"]
 
 
-def _time(step: Callable[[], Any], sync: Callable[[], None], min_time: float, warmup: int) -> tuple[float, int]:
-    """Seconds per call of ``step`` (after ``warmup`` calls), timed over at least ``min_time``."""
-    for _ in range(warmup):
-        step()
-    sync()
-    calls, chunk = 0, 1
-    start = time.perf_counter()
-    while True:
-        for _ in range(chunk):
-            step()
-        calls += chunk
-        sync()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / calls, calls
-        chunk = min(chunk * 2, 1000)
-
-
 def bench_noeira(name: str, n: int, backend: str, graph: str, dtype: str, min_time: float) -> float | None:
     """Env steps/s of our env under graph backend ``graph`` (None when not available)."""
     be = get_backend(backend)
-    if graph != "eager":
-        try:
-            g = get_graph_backend(graph)
-        except (UnknownPluginError, NoeiraError):
-            return None
-        if not g.available(be):
-            return None
+    if not graph_available(graph, be):
+        return None
     env = make_env(name, num_envs=n, backend=be, seed=0, dtype=dtype)
     env.reset(seed=0)
     gen = torch.Generator(device=be.device).manual_seed(0)
     action = env.action_space.sample(n, generator=gen)
-
-    def step() -> None:
-        env.step(action)
-
-    fn = step if graph == "eager" else get_graph_backend(graph).wrap(step, be)
-    seconds, _ = _time(fn, be.synchronize, min_time, warmup=5 if graph == "eager" else 8)
+    fn = env_stepper(env, action, graph, be)
+    seconds, _ = time_calls(fn, be.synchronize, min_time, warmup=5 if graph == "eager" else 8)
     env.close()
     if getattr(fn, "failure", None) is not None:  # `device` latched a failure and ran eagerly
         return None
@@ -110,19 +82,9 @@ def bench_gym(name: str, n: int, mode: str, min_time: float) -> float | None:
     venv.reset(seed=0)
     venv.action_space.seed(0)
     action = venv.action_space.sample()
-    seconds, _ = _time(lambda: venv.step(action), lambda: None, min_time, warmup=3)
+    seconds, _ = time_calls(lambda: venv.step(action), lambda: None, min_time, warmup=3)
     venv.close()
     return n / seconds
-
-
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if x >= div:
-            return f"{x / div:.2f}{unit}"
-    return f"{x:.0f}"
-
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             row["speedup"] = best_ours / best_theirs if best_ours and best_theirs else None
             rows.append(row)
             console.print(f"  {name:24s} n={n:<8d} " + "  ".join(
-                f"{c}={_fmt(row.get(c))}" for c in COLUMNS if c in row and row.get(c) is not None))
+                f"{c}={fmt_rate(row.get(c))}" for c in COLUMNS if c in row and row.get(c) is not None))
 
     cols = [c for c in COLUMNS if any(r.get(c) is not None for r in rows)]
     table = Table(title=f"env steps/s (all envs) - {be.name} ({device}), {a.dtype}")
@@ -190,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_column(c, justify="right")
     table.add_column("best noeira / best gym", justify="right")
     for r in rows:
-        table.add_row(r["env"], f"{r['num_envs']:,}", *[_fmt(r.get(c)) for c in cols],
+        table.add_row(r["env"], f"{r['num_envs']:,}", *[fmt_rate(r.get(c)) for c in cols],
                       f"{r['speedup']:.1f}x" if r["speedup"] else "-")
     console.print(table)
     if a.json:

@@ -1,0 +1,62 @@
+"""What the env-throughput benchmark scripts share: timing a call, running an env's step under a
+graph backend, and printing rates (imported by them: they run as ``python benchmarks/NAME.py``,
+which puts this folder on ``sys.path``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from noeira.core import get_graph_backend
+from noeira.core.errors import NoeiraError, UnknownPluginError
+
+
+def time_calls(step: Callable[[], Any], sync: Callable[[], None], min_time: float, warmup: int,
+               max_chunk: int = 1000) -> tuple[float, int]:
+    """(seconds per call of ``step``, timed calls) after ``warmup`` calls, timed over at least
+    ``min_time``: calls in chunks that double up to ``max_chunk``, ``sync`` after each chunk."""
+    for _ in range(warmup):
+        step()
+    sync()
+    calls, chunk = 0, 1
+    start = time.perf_counter()
+    while True:
+        for _ in range(chunk):
+            step()
+        calls += chunk
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / calls, calls
+        chunk = min(chunk * 2, max_chunk)
+
+
+def graph_available(graph: str, backend: Any) -> bool:
+    """Whether graph backend ``graph`` is installed and available for ``backend`` (``eager`` always is)."""
+    if graph == "eager":
+        return True
+    try:
+        g = get_graph_backend(graph)
+    except (UnknownPluginError, NoeiraError):
+        return False
+    return bool(g.available(backend))
+
+
+def env_stepper(env: Any, action: Any, graph: str, backend: Any) -> Callable[[], Any]:
+    """``env.step(action)`` as a call without arguments, under graph backend ``graph`` (``eager``:
+    the step as written; a graph backend's wrapper may carry a ``failure`` when it fell back)."""
+    def step() -> None:
+        env.step(action)
+
+    return step if graph == "eager" else get_graph_backend(graph).wrap(step, backend)
+
+
+def fmt_rate(x: float | None) -> str:
+    """A rate with a G / M / k suffix (``-`` for none)."""
+    if x is None:
+        return "-"
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= div:
+            return f"{x / div:.2f}{unit}"
+    return f"{x:.0f}"
