@@ -1,6 +1,7 @@
-"""What the env-throughput benchmark scripts share: timing a call, running an env's step under a
-graph backend, and printing rates (imported by them: they run as ``python benchmarks/NAME.py``,
-which puts this folder on ``sys.path``)."""
+"""What the benchmark scripts share: timing a call, running an env's step under a graph backend and
+printing rates (the env-throughput scripts); building PPO as the driver does and timing its
+iterations (the PPO scripts). Imported by them: they run as ``python benchmarks/NAME.py``, which
+puts this folder on ``sys.path``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from noeira.core import get_graph_backend
-from noeira.core.errors import NoeiraError, UnknownPluginError
+from noeira.core import get_backend, get_graph_backend, registry
+from noeira.core.driver import build_env
+from noeira.core.errors import NoeiraError, UnknownPluginError, UserError
 
 
 def time_calls(step: Callable[[], Any], sync: Callable[[], None], min_time: float, warmup: int,
@@ -60,3 +62,41 @@ def fmt_rate(x: float | None) -> str:
         if x >= div:
             return f"{x / div:.2f}{unit}"
     return f"{x:.0f}"
+
+
+def build_ppo(cfg: Any, seed: int) -> tuple[Any, Any, Any]:
+    """(backend, env, agent) of a resolved PPO config, built as the driver builds them, seeded with ``seed``."""
+    backend = get_backend(cfg.backend)
+    backend.seed(seed)
+    env = build_env(cfg, backend, seed=seed)
+    agent = registry.load("agents", "ppo")(env.spec, backend, cfg.agent.config)
+    agent.set_total_steps(cfg.run.total_steps)
+    return backend, env, agent
+
+
+def wrap_ppo(graph_name: str, agent: Any, env: Any, backend: Any) -> tuple[Any, Any]:
+    """(collect, learn) of ``agent`` under graph backend ``graph_name`` (collect only where the env's
+    step is capture-safe); a UserError where that backend is not available."""
+    graph = get_graph_backend(graph_name)
+    if not graph.available(backend):
+        raise UserError(f"graph {graph_name!r} is not available on {backend.name}")
+    collect = graph.wrap(agent.collect, backend) if env.capture_safe else agent.collect
+    return collect, graph.wrap(agent.learn, backend)
+
+
+def time_iterations(collect: Callable[[Any], Any], learn: Callable[[], Any], env: Any, backend: Any,
+                    iterations: int) -> tuple[float, float]:
+    """(seconds of 4 warm-up collect+learn iterations, on which a graph backend records; seconds of
+    ``iterations`` more), each between two device synchronisations."""
+    t0 = time.perf_counter()
+    for _ in range(4):
+        collect(env)
+        learn()
+    backend.synchronize()
+    warm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(iterations):
+        collect(env)
+        learn()
+    backend.synchronize()
+    return warm, time.perf_counter() - t0

@@ -31,9 +31,9 @@ import time
 from typing import Any
 
 import torch
+from _common import build_ppo, time_iterations, wrap_ppo
 
-from noeira.core import registry
-from noeira.core.api import get_backend, get_graph_backend
+from noeira.core.api import get_backend
 from noeira.core.driver import build_env, evaluate, resolve, train
 from noeira.core.errors import UserError
 
@@ -45,38 +45,14 @@ def _build(backend_name: str, num_envs: int, seed: int, overrides: dict[str, Any
     raw = {"backend": backend_name, "env": {"name": "cartpole", "num_envs": num_envs},
            "agent": {"name": "ppo", **overrides}, "run": run}
     cfg = resolve(raw)
-    backend = get_backend(cfg.backend)
-    backend.seed(seed)
-    env = build_env(cfg, backend, seed=seed)
-    agent = registry.load("agents", "ppo")(env.spec, backend, cfg.agent.config)
-    agent.set_total_steps(cfg.run.total_steps)
-    return cfg, backend, env, agent
-
-
-def _wrap(graph_name: str, agent: Any, env: Any, backend: Any) -> tuple[Any, Any]:
-    graph = get_graph_backend(graph_name)
-    if not graph.available(backend):
-        raise UserError(f"graph {graph_name!r} is not available on {backend.name}")
-    collect = graph.wrap(agent.collect, backend) if env.capture_safe else agent.collect
-    return collect, graph.wrap(agent.learn, backend)
+    return cfg, *build_ppo(cfg, seed)
 
 
 def throughput(backend_name: str, graph_name: str, num_envs: int, iterations: int, overrides: dict[str, Any]) -> dict[str, Any]:
     cfg, backend, env, agent = _build(backend_name, num_envs, 0, dict(overrides))
-    collect, learn = _wrap(graph_name, agent, env, backend)
+    collect, learn = wrap_ppo(graph_name, agent, env, backend)
     env.reset(seed=0)
-    t0 = time.perf_counter()
-    for _ in range(4):  # warm-up; a graph backend records on the 4th call
-        collect(env)
-        learn()
-    backend.synchronize()
-    warm = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(iterations):
-        collect(env)
-        learn()
-    backend.synchronize()
-    dt = time.perf_counter() - t0
+    warm, dt = time_iterations(collect, learn, env, backend, iterations)
     steps = iterations * agent.steps_per_collect
     env.close()
     return {"steps_per_second": steps / dt, "warmup_seconds": warm, "horizon": cfg.agent.config.horizon}
@@ -85,7 +61,7 @@ def throughput(backend_name: str, graph_name: str, num_envs: int, iterations: in
 def time_to_solve(backend_name: str, graph_name: str, num_envs: int, seed: int, eval_every: int, max_steps: int,
                   episodes: int, overrides: dict[str, Any]) -> dict[str, Any]:
     cfg, backend, env, agent = _build(backend_name, num_envs, seed, dict(overrides))
-    collect, learn = _wrap(graph_name, agent, env, backend)
+    collect, learn = wrap_ppo(graph_name, agent, env, backend)
     eval_env = build_env(cfg, backend, num_envs=episodes, seed=seed + 1)
     env.reset(seed=seed)
     elapsed, steps, next_eval = 0.0, 0, eval_every

@@ -42,12 +42,12 @@ import time
 from typing import Any
 
 import torch
+from _common import build_ppo, time_iterations, wrap_ppo
 from _meta import commit
 
 from noeira.core import registry
-from noeira.core.api import get_backend, get_graph_backend
-from noeira.core.driver import build_env, choose_graph, episode_metrics, resolve
-from noeira.core.errors import NoeiraError
+from noeira.core.api import get_backend
+from noeira.core.driver import choose_graph, episode_metrics, resolve
 
 ENV = "craftax-classic"
 
@@ -83,39 +83,11 @@ def _config(backend_name: str, num_envs: int, seed: int, agent: dict[str, Any], 
     return resolve(raw)
 
 
-def _build(cfg: Any) -> tuple[Any, Any, Any]:
-    backend = get_backend(cfg.backend)
-    backend.seed(cfg.run.seed)
-    env = build_env(cfg, backend, seed=cfg.run.seed)
-    agent = registry.load("agents", "ppo")(env.spec, backend, cfg.agent.config)
-    agent.set_total_steps(cfg.run.total_steps)
-    return backend, env, agent
-
-
-def _wrap(graph_name: str, agent: Any, env: Any, backend: Any) -> tuple[Any, Any]:
-    graph = get_graph_backend(graph_name)
-    if not graph.available(backend):
-        raise NoeiraError(f"graph {graph_name!r} is not available on {backend.name}")
-    collect = graph.wrap(agent.collect, backend) if env.capture_safe else agent.collect
-    return collect, graph.wrap(agent.learn, backend)
-
-
 def throughput(cfg: Any, graph_name: str, iterations: int, profile: bool = False) -> dict[str, Any]:
-    backend, env, agent = _build(cfg)
-    collect, learn = _wrap(graph_name, agent, env, backend)
+    backend, env, agent = build_ppo(cfg, cfg.run.seed)
+    collect, learn = wrap_ppo(graph_name, agent, env, backend)
     env.reset(seed=cfg.run.seed)
-    t0 = time.perf_counter()
-    for _ in range(4):
-        collect(env)
-        learn()
-    backend.synchronize()
-    warm = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(iterations):
-        collect(env)
-        learn()
-    backend.synchronize()
-    dt = time.perf_counter() - t0
+    warm, dt = time_iterations(collect, learn, env, backend, iterations)
     # the split: collect and learn each between two synchronisations (two more iterations)
     split = {"collect_seconds": 0.0, "learn_seconds": 0.0}
     for _ in range(2):
@@ -148,8 +120,8 @@ def _profile(agent: Any, env: Any) -> None:
 
 
 def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: int) -> dict[str, Any]:
-    backend, env, agent = _build(cfg)
-    collect, learn = _wrap(graph_name, agent, env, backend)
+    backend, env, agent = build_ppo(cfg, cfg.run.seed)
+    collect, learn = wrap_ppo(graph_name, agent, env, backend)
     env.reset(seed=cfg.run.seed)
     env.pop_episode_stats()
     curve: list[dict[str, Any]] = []
