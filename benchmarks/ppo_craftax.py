@@ -134,7 +134,8 @@ def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: in
         elapsed = time.perf_counter() - t0
         over = (seconds > 0 and elapsed >= seconds) or (steps > 0 and done >= steps)
         if it % log_every == 0 or over:
-            host = episode_metrics(env, backend.to_host({**metrics, **env.pop_episode_stats()}))
+            stats = env.pop_episode_stats()
+            host = episode_metrics(env, backend.to_host({**metrics, **stats}), stats)
             elapsed = time.perf_counter() - t0
             if host["episodes"] > 0:
                 curve.append({"env_steps": done, "seconds": elapsed, **host})
