@@ -24,12 +24,14 @@ of ``noeira train`` with the recipes of ``ppo``, ``pqn`` and ``rainbow`` on the 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,14 +56,16 @@ def camel(game: str) -> str:
     return "".join(part.capitalize() for part in game.split("_"))
 
 
-def timed(step: Any, n: int, seconds: float, warmup: int = 10) -> float:
-    """Agent steps per second of ``step()`` (each one steps ``n`` envs) over about ``seconds``."""
+def timed(step: Callable[[Any], Any], actions: list[Any], n: int, seconds: float, warmup: int = 10) -> float:
+    """Agent steps per second of ``step(action)`` (each one steps ``n`` envs), taking ``actions`` in
+    turn, over about ``seconds``."""
+    turn = itertools.cycle(actions)
     for _ in range(warmup):
-        step()
+        step(next(turn))
     count, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         for _ in range(10):
-            step()
+            step(next(turn))
         count += 10
     return count * n / (time.perf_counter() - t0)
 
@@ -75,14 +79,8 @@ def bench_noeira(game: str, n: int, backend: str, seconds: float, resize: str = 
     env = make_env(f"atari:{game}", num_envs=n, backend=backend, seed=0, resize=resize, **OPTIONS)
     g = torch.Generator(device=env.device).manual_seed(0)
     actions = [torch.randint(0, env.action_space.n, (n,), generator=g, device=env.device) for _ in range(16)]
-    i = [0]
-
-    def step() -> None:
-        env.step(actions[i[0] % 16])
-        i[0] += 1
-
     try:
-        rate = timed(step, n, seconds)
+        rate = timed(env.step, actions, n, seconds)
         if env.device.type == "cuda":
             torch.cuda.synchronize()
         return rate
@@ -100,14 +98,8 @@ def bench_envpool(game: str, n: int, seconds: float) -> float:
     env.reset()
     rng = np.random.default_rng(0)
     actions = [rng.integers(0, env.action_space.n, n) for _ in range(16)]
-    i = [0]
-
-    def step() -> None:
-        env.step(actions[i[0] % 16])
-        i[0] += 1
-
     try:
-        return timed(step, n, seconds)
+        return timed(env.step, actions, n, seconds)
     finally:
         env.close()
 
@@ -121,14 +113,8 @@ def bench_ale_vector(game: str, n: int, seconds: float) -> float:
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     actions = [rng.integers(0, env.single_action_space.n, n) for _ in range(16)]
-    i = [0]
-
-    def step() -> None:
-        env.step(actions[i[0] % 16])
-        i[0] += 1
-
     try:
-        return timed(step, n, seconds)
+        return timed(env.step, actions, n, seconds)
     finally:
         env.close()
 
