@@ -32,7 +32,6 @@ import gc
 import linecache
 import os
 import sys
-import sysconfig
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,30 +44,15 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from noeira.core.testing.capture import HOST_METHODS, INDEX_OPS, SYNC_OPS
+from noeira.core.testing.capture import HOST_METHODS, INDEX_OPS, SYNC_OPS, frame_skipper, short_path
 
 __all__ = ["Finding", "Report", "check_steps", "cmd_check_capture"]
 
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
-_OPTIM_DIR = _TORCH_DIR + "optim" + os.sep
-_OWN_DIR = str(Path(__file__).resolve().parent) + os.sep
-_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
-_SKIP_CACHE: dict[str, bool] = {}
+_OPTIM_DIR = str(Path(torch.__file__).resolve().parent / "optim") + os.sep
+_skip = frame_skipper(str(Path(__file__).resolve().parent) + os.sep)  # torch's, the stdlib's and noeira.cuda's frames
 
 _COPY_OPS = {"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize", "to"}
 _MAX_FINDINGS_PER_DIFF = 10
-
-
-def _skip(filename: str) -> bool:
-    hit = _SKIP_CACHE.get(filename)
-    if hit is None:
-        path = filename
-        with contextlib.suppress(OSError, ValueError):
-            path = str(Path(filename).resolve())
-        hit = (path.startswith((_TORCH_DIR, _OWN_DIR)) or filename.startswith("<frozen")
-               or (path.startswith(_STDLIB) and "-packages" not in path))
-        _SKIP_CACHE[filename] = hit
-    return hit
 
 
 Site = tuple[str, int, str]
@@ -108,15 +92,7 @@ class Finding:
     def __str__(self) -> str:
         times = f" (x{self.count})" if self.count > 1 else ""
         code = f"\n      {self.code}" if self.code else ""
-        return f"  {_short(self.file)}:{self.line} in {self.function}: {self.phase}: {self.kind}: {self.what}{times}{code}"
-
-
-def _short(path: str) -> str:
-    with contextlib.suppress(ValueError):
-        rel = os.path.relpath(path)
-        if not rel.startswith(".." + os.sep):
-            return rel
-    return path
+        return f"  {short_path(self.file)}:{self.line} in {self.function}: {self.phase}: {self.kind}: {self.what}{times}{code}"
 
 
 def _sig(x: Any, det: Detector) -> Any:

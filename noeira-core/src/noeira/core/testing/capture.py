@@ -59,9 +59,7 @@ from torch.utils._pytree import tree_flatten
 __all__ = ["HOST_METHODS", "INDEX_OPS", "SYNC_OPS", "CaptureHazards", "Hazard", "find_capture_hazards"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
-_OWN_FILE = str(Path(__file__).resolve())
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
-_SKIP_CACHE: dict[str, bool] = {}
 STACK_DEPTH = 8
 """Frames kept per hazard (innermost first, torch's and the standard library's left out)."""
 
@@ -102,16 +100,28 @@ _LITERALS = {"tensor", "as_tensor", "asarray", "new_tensor", "from_numpy", "from
 _INDEXING = {"__getitem__", "__setitem__", "index_put", "index_put_"}
 
 
-def _skip(filename: str) -> bool:
-    hit = _SKIP_CACHE.get(filename)
-    if hit is None:
-        path = filename
-        with contextlib.suppress(OSError, ValueError):
-            path = str(Path(filename).resolve())
-        hit = (path.startswith(_TORCH_DIR) or path == _OWN_FILE or filename.startswith("<frozen")
-               or (path.startswith(_STDLIB) and "-packages" not in path))
-        _SKIP_CACHE[filename] = hit
-    return hit
+def frame_skipper(*own: str) -> Callable[[str], bool]:
+    """A test on a frame's file name, cached per name: whether a report leaves the frame out, being
+    torch's, the standard library's (not its site-packages), a frozen module's, or under one of
+    ``own`` (the detector's own file or folder). This module's detector and ``noeira check-capture``
+    (noeira-cuda) point at the user's code through it."""
+    cache: dict[str, bool] = {}
+
+    def skip(filename: str) -> bool:
+        hit = cache.get(filename)
+        if hit is None:
+            path = filename
+            with contextlib.suppress(OSError, ValueError):
+                path = str(Path(filename).resolve())
+            hit = (path.startswith((_TORCH_DIR, *own)) or filename.startswith("<frozen")
+                   or (path.startswith(_STDLIB) and "-packages" not in path))
+            cache[filename] = hit
+        return hit
+
+    return skip
+
+
+_skip = frame_skipper(str(Path(__file__).resolve()))
 
 
 def _stack() -> tuple[Frame, ...]:
@@ -126,7 +136,8 @@ def _stack() -> tuple[Frame, ...]:
     return tuple(out)
 
 
-def _short(path: str) -> str:
+def short_path(path: str) -> str:
+    """``path`` relative to the working directory where it lies below it, else as given."""
     with contextlib.suppress(ValueError):
         rel = os.path.relpath(path)
         if not rel.startswith(".." + os.sep):
@@ -153,11 +164,11 @@ class Hazard:
         if not self.stack:
             return "<unknown>"
         file, line, fn = self.stack[0]
-        return f"{_short(file)}:{line} in {fn}"
+        return f"{short_path(file)}:{line} in {fn}"
 
     def __str__(self) -> str:
         times = f" (x{self.count})" if self.count > 1 else ""
-        frames = "".join(f"\n      {_short(f)}:{ln} in {fn}" for f, ln, fn in self.stack[1:])
+        frames = "".join(f"\n      {short_path(f)}:{ln} in {fn}" for f, ln, fn in self.stack[1:])
         return f"  {self.site}: {self.kind}: {self.what}{times}{frames}"
 
 
