@@ -126,6 +126,16 @@ class EnvSpec:
     steps (TensorEnv's rule), so an env truncates at most once in any ``max_episode_steps``
     consecutive steps. An on-policy agent may then value truncated episodes once per rollout."""
 
+    @classmethod
+    def of(cls, env: Any) -> EnvSpec:
+        """The spec an env's members declare (``name``, ``num_envs``, the spaces, ``device``,
+        ``max_episode_steps``, ``capture_safe``, and ``truncates_at_limit_only``, False where the
+        env has none)."""
+        return cls(name=env.name, num_envs=env.num_envs, observation_space=env.observation_space,
+                   action_space=env.action_space, device=env.device, max_episode_steps=env.max_episode_steps,
+                   capture_safe=env.capture_safe,
+                   truncates_at_limit_only=getattr(env, "truncates_at_limit_only", False))
+
 
 @runtime_checkable
 class BatchedEnv(Protocol):

@@ -225,16 +225,7 @@ class TensorEnv:
     # -- the contract ----------------------------------------------------------------------
     @property
     def spec(self) -> EnvSpec:
-        return EnvSpec(
-            name=self.name,
-            num_envs=self.num_envs,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-            device=self.device,
-            max_episode_steps=self.max_episode_steps,
-            capture_safe=self.capture_safe,
-            truncates_at_limit_only=self.truncates_at_limit_only,
-        )
+        return EnvSpec.of(self)
 
     @property
     def obs(self) -> Tensor:

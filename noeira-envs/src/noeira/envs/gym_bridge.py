@@ -141,15 +141,7 @@ class GymnasiumEnv:
 
     @property
     def spec(self) -> EnvSpec:
-        return EnvSpec(
-            name=self.name,
-            num_envs=self.num_envs,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-            device=self.device,
-            max_episode_steps=self.max_episode_steps,
-            capture_safe=False,
-        )
+        return EnvSpec.of(self)
 
     @property
     def obs(self) -> Tensor:
