@@ -201,15 +201,31 @@ def render_rgb(s: dict[str, Tensor], tile: int = 8) -> Tensor:
     colour = torch.tensor(_BLOCK_RGB, dtype=torch.float32, device=dev)[blocks]  # [N, 63, 3]
     img = colour.view(n, OBS_ROWS, 1, OBS_COLS, 1, 3).expand(n, OBS_ROWS, tile, OBS_COLS, tile, 3).clone()
     inner = slice(tile // 4, tile - tile // 4)
-    mobs = view_mobs(s).view(n, OBS_ROWS, OBS_COLS, NUM_MOB_KINDS).float()
-    for k, rgb in enumerate(_MOB_RGB):
-        m = mobs[..., k].view(n, OBS_ROWS, 1, OBS_COLS, 1, 1)
+    paint_mobs_and_player(img, view_mobs(s).view(n, OBS_ROWS, OBS_COLS, NUM_MOB_KINDS).float(), _MOB_RGB, inner)
+    return finish_frames(img.view(n, OBS_ROWS * tile, OBS_COLS * tile, 3), s, tile)
+
+
+def paint_mobs_and_player(img: Tensor, mobs: Tensor, mob_rgb: tuple[tuple[int, int, int], ...], inner: slice) -> None:
+    """On the view's tiles ``img`` [N, rows, tile, cols, tile, 3] (float, in place): a square
+    (``inner`` of each tile's rows and columns) of colour ``mob_rgb[k]`` where ``mobs[..., k]``
+    [N, rows, cols, K] is set, then the player's square on the middle tile. The full game's frames
+    paint theirs so too."""
+    n, rows, _, cols, _, _ = img.shape
+    dev = img.device
+    for k, rgb in enumerate(mob_rgb):
+        m = mobs[..., k].view(n, rows, 1, cols, 1, 1)
         region = img[:, :, inner, :, inner, :]
         img[:, :, inner, :, inner, :] = region * (1 - m) + m * torch.tensor(rgb, dtype=torch.float32, device=dev)
-    cr, cc = OBS_ROWS // 2, OBS_COLS // 2
-    img[:, cr, inner, cc, inner, :] = torch.tensor(_PLAYER_RGB, dtype=torch.float32, device=dev)
-    img = img.view(n, OBS_ROWS * tile, OBS_COLS * tile, 3)
-    # the facing side: a dark mark on the player's tile
+    img[:, rows // 2, inner, cols // 2, inner, :] = torch.tensor(_PLAYER_RGB, dtype=torch.float32, device=dev)
+
+
+def finish_frames(img: Tensor, s: dict[str, Tensor], tile: int) -> Tensor:
+    """The frames ``img`` [N, H, W, 3] (float, tiles of ``tile`` pixels, the player's the middle
+    one) with a dark mark on the side of the player's tile it faces, darkened at night and when
+    sleeping, as uint8. The full game's frames end so too."""
+    n = img.shape[0]
+    dev = img.device
+    cr, cc = img.shape[1] // tile // 2, img.shape[2] // tile // 2
     d = s["player_direction"].long()
     ys, xs = cr * tile + tile // 2, cc * tile + tile // 2
     off = torch.tensor([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], device=dev)[d.clamp(0, 4)] * (tile // 4)

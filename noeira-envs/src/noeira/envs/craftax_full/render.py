@@ -27,6 +27,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from noeira.envs.craftax.render import finish_frames, paint_mobs_and_player  # the frames' shared steps
 from noeira.envs.craftax_full import constants as C
 from noeira.envs.craftax_full.constants import MAP_SIZE, OBS_COLS, OBS_ROWS, OBS_SIZE
 
@@ -213,7 +214,6 @@ _BLOCK_RGB = (
 )
 _ITEM_RGB = ((0, 0, 0), (255, 220, 60), (70, 40, 20), (200, 170, 120), (110, 60, 60))
 _CLASS_RGB = ((40, 130, 40), (250, 250, 250), (210, 210, 220), (200, 60, 30), (250, 200, 40))
-_PLAYER_RGB = (250, 200, 40)
 
 
 def render_rgb(s: dict[str, Tensor], tile: int = 8) -> Tensor:
@@ -231,21 +231,7 @@ def render_rgb(s: dict[str, Tensor], tile: int = 8) -> Tensor:
     item_rgb = torch.tensor(_ITEM_RGB, dtype=torch.float32, device=dev)[items.long()].view(n, OBS_ROWS, 1, OBS_COLS, 1, 3)
     corner = img[:, :, :q, :, :q, :]
     img[:, :, :q, :, :q, :] = corner * (1 - has_item) + has_item * item_rgb
-    inner = slice(q, tile - q)
     mobs = view_mobs(s).view(n, OBS_ROWS, OBS_COLS, C.NUM_MOB_CLASSES, C.MOB_TYPES_PER_CLASS).amax(-1).float()
-    for k, rgb in enumerate(_CLASS_RGB):
-        m = mobs[..., k].view(n, OBS_ROWS, 1, OBS_COLS, 1, 1)
-        region = img[:, :, inner, :, inner, :]
-        img[:, :, inner, :, inner, :] = region * (1 - m) + m * torch.tensor(rgb, dtype=torch.float32, device=dev)
-    cr, cc = OBS_ROWS // 2, OBS_COLS // 2
-    img[:, cr, inner, cc, inner, :] = torch.tensor(_PLAYER_RGB, dtype=torch.float32, device=dev)
+    paint_mobs_and_player(img, mobs, _CLASS_RGB, slice(q, tile - q))
     img = img * lit.float().view(n, OBS_ROWS, 1, OBS_COLS, 1, 1)
-    img = img.view(n, OBS_ROWS * tile, OBS_COLS * tile, 3)
-    d = s["player_direction"].long()
-    ys, xs = cr * tile + tile // 2, cc * tile + tile // 2
-    off = torch.tensor([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], device=dev)[d.clamp(0, 4)] * (tile // 4)
-    rows = torch.arange(n, device=dev)
-    img[rows, ys + off[:, 0], xs + off[:, 1]] = 0.0
-    light = s["light_level"].clamp(0, 1) * torch.where(s["is_sleeping"], 0.5, 1.0)
-    img = img * (0.35 + 0.65 * light).view(n, 1, 1, 1)
-    return img.round().clamp(0, 255).to(torch.uint8)
+    return finish_frames(img.view(n, OBS_ROWS * tile, OBS_COLS * tile, 3), s, tile)
