@@ -1,12 +1,17 @@
 """What the benchmark scripts share: timing a call, running an env's step under a graph backend and
 printing rates (the env-throughput scripts); building PPO as the driver does and timing its
-iterations (the PPO scripts). Imported by them: they run as ``python benchmarks/NAME.py``, which
+iterations (the PPO scripts); running ``noeira train`` as a user does (the data-parallel scripts).
+Imported by them: they run as ``python benchmarks/NAME.py``, which
 puts this folder on ``sys.path``."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from noeira.core import get_backend, get_graph_backend, registry
@@ -100,3 +105,17 @@ def time_iterations(collect: Callable[[Any], Any], learn: Callable[[], Any], env
         learn()
     backend.synchronize()
     return warm, time.perf_counter() - t0
+
+
+def noeira_train(args: list[str], run_dir: Path, overrides: list[str], label: str) -> tuple[dict[str, Any], float, bool]:
+    """Runs ``noeira train *args --run-dir run_dir *overrides`` in a subprocess, as a user runs it:
+    (its ``record.json``, the wall seconds start-up included, whether every rank's parameters ended
+    identical). Exits with the end of its stderr, headed ``{label} failed``, where it fails."""
+    cmd = [sys.executable, "-m", "noeira.core.cli", "train", *args, "--run-dir", str(run_dir), *overrides]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{label} failed:\n{proc.stderr[-2000:]}")
+    rec = json.loads((run_dir / "record.json").read_text())
+    return rec, wall, len(set(rec.get("param_hashes", ["-"]))) == 1

@@ -16,30 +16,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from _common import noeira_train
 
 
 def run(nproc: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     run_dir = out / f"n{nproc}"
-    cmd = [sys.executable, "-m", "noeira.core.cli", "train", "--nproc-per-node", str(nproc), f"backend={args.backend}",
-           f"env={args.env}", f"agent={args.agent}", f"env.num_envs={args.num_envs}",
-           f"run.total_steps={args.total_steps * nproc}", "run.progress=false", "run.eval_episodes=0",
-           "--run-dir", str(run_dir), *args.set]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"nproc={nproc} failed:\n{proc.stderr[-2000:]}")
-    rec = json.loads((run_dir / "record.json").read_text())
-    hashes = rec.get("param_hashes", ["-"])
+    train = ["--nproc-per-node", str(nproc), f"backend={args.backend}", f"env={args.env}", f"agent={args.agent}",
+             f"env.num_envs={args.num_envs}", f"run.total_steps={args.total_steps * nproc}", "run.progress=false",
+             "run.eval_episodes=0"]
+    rec, wall, identical = noeira_train(train, run_dir, args.set, f"nproc={nproc}")
     return {"nproc": nproc, "num_envs_per_rank": args.num_envs, "env_steps": rec["env_steps"],
             "steps_per_second": rec["steps_per_second"], "train_seconds": rec["train_seconds"], "wall_seconds": wall,
-            "ranks_identical": len(set(hashes)) == 1, "devices": rec.get("devices")}
+            "ranks_identical": identical, "devices": rec.get("devices")}
 
 
 def main() -> None:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from _common import noeira_train
 
 THRESHOLDS = {"cartpole": 475.0, "acrobot": -100.0, "pendulum": -200.0}
 
@@ -28,19 +27,12 @@ THRESHOLDS = {"cartpole": 475.0, "acrobot": -100.0, "pendulum": -200.0}
 def run(nproc: int, seed: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     run_dir = out / f"n{nproc}-s{seed}"
     launch = ["--nproc-per-node", str(nproc)] if nproc > 1 else []
-    cmd = [sys.executable, "-m", "noeira.core.cli", "train", *launch, f"backend={args.backend}", f"env={args.env}",
-           f"agent={args.agent}", f"run.seed={seed}", f"run.eval_episodes={args.eval_episodes}", "run.progress=false",
-           "--run-dir", str(run_dir), *args.set]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"nproc={nproc} seed={seed} failed:\n{proc.stderr[-2000:]}")
-    rec = json.loads((run_dir / "record.json").read_text())
-    hashes = rec.get("param_hashes", ["-"])
+    train = [*launch, f"backend={args.backend}", f"env={args.env}", f"agent={args.agent}", f"run.seed={seed}",
+             f"run.eval_episodes={args.eval_episodes}", "run.progress=false"]
+    rec, wall, identical = noeira_train(train, run_dir, args.set, f"nproc={nproc} seed={seed}")
     return {"nproc": nproc, "seed": seed, "eval": rec["final_eval"]["mean_return"], "iterations": rec["iterations"],
             "total_steps": rec["total_steps"], "note": rec.get("total_steps_note"), "train_seconds": rec["train_seconds"],
-            "wall_seconds": wall, "ranks_identical": len(set(hashes)) == 1}
+            "wall_seconds": wall, "ranks_identical": identical}
 
 
 def main() -> None:
