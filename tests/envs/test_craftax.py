@@ -17,7 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from env_testing import load_ref, mismatch, on_device, record_step, ref_states, reference_leaves
+from env_testing import (
+    check_cuda_steps_match_cpu,
+    check_live_reference_worlds,
+    check_state_round_trip,
+    load_ref,
+    mismatch,
+    on_device,
+    record_step,
+    ref_states,
+)
 
 from noeira.core import make_env
 from noeira.envs.craftax import game, worldgen
@@ -218,20 +227,14 @@ def test_random_policy_rollout_statistics(ref: dict[str, np.ndarray]) -> None:
 def test_live_reference_worlds_import_and_observe() -> None:
     """With craftax and jax installed: fresh reference worlds imported through set_state give the
     reference's observation, and come back unchanged through get_state."""
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     pytest.importorskip("craftax")
     from craftax.craftax_classic.envs.craftax_state import EnvParams, StaticEnvParams
     from craftax.craftax_classic.renderer import render_craftax_symbolic
     from craftax.craftax_classic.world_gen import generate_world
 
-    keys = jax.random.split(jax.random.PRNGKey(21), 4)
-    states = jax.jit(jax.vmap(lambda k: generate_world(k, EnvParams(), StaticEnvParams())))(keys)
-    want_obs = torch.as_tensor(np.asarray(jax.jit(jax.vmap(render_craftax_symbolic))(states)))
-    leaves = reference_leaves(states, EXPORT_FIELDS)
-    env = _env(4)
-    env.set_state(leaves)
-    assert torch.equal(env.obs.view(torch.int32), want_obs.view(torch.int32))
-    assert not mismatch(env.get_state(), leaves)
+    check_live_reference_worlds(_env(4), generate_world, render_craftax_symbolic, EnvParams(), StaticEnvParams(),
+                                EXPORT_FIELDS)
 
 
 # -- the env's contract ----------------------------------------------------------------------------
@@ -251,22 +254,7 @@ def test_spaces_and_config() -> None:
 
 
 def test_get_set_state_round_trip() -> None:
-    a = _env(6, seed=1)
-    for _ in range(30):
-        a.step(a.action_space.sample(6))
-    state = a.get_state()
-    b = _env(6, seed=2)
-    b.set_state(state)
-    assert not mismatch(b.get_state(), state)
-    assert torch.equal(b.obs, a.obs)
-    # same state, same draws: the same next state
-    action = a.action_space.sample(6)
-    draws = game.sample_draws(6, torch.Generator().manual_seed(0), torch.device("cpu"))
-    ra, ta = game.step(a.s, action, draws, a.tables)
-    rb, tb = game.step(b.s, action, draws, b.tables)
-    assert torch.equal(ra, rb) and torch.equal(ta, tb) and not mismatch(a.get_state(), b.get_state())
-    with pytest.raises(ValueError, match="keys differ"):
-        b.set_state({k: v for k, v in state.items() if k != "map"})
+    check_state_round_trip(_env, game, 6, 30)
 
 
 def test_reset_is_deterministic_in_the_seed() -> None:
@@ -405,16 +393,7 @@ def test_cuda_matches_cpu_and_captures() -> None:
     a CUDA graph of the step replays what the eager step computes."""
     on_device("cuda")
     n = 64
-    cpu, gpu = _env(n, "cpu", seed=0), _env(n, "cuda", seed=0)
-    gpu.set_state({k: v.cuda() for k, v in cpu.get_state().items()})
-    g = torch.Generator().manual_seed(0)
-    for _ in range(50):
-        action = torch.randint(0, 17, (n,), generator=g)
-        draws = game.sample_draws(n, g, torch.device("cpu"))
-        rc, tc = game.step(cpu.s, action, draws, cpu.tables)
-        rg, tg = game.step(gpu.s, action.cuda(), {k: v.cuda() for k, v in draws.items()}, gpu.tables)
-        assert torch.equal(rc, rg.cpu()) and torch.equal(tc, tg.cpu())
-    assert not mismatch(gpu.get_state(), cpu.get_state())
+    check_cuda_steps_match_cpu(_env, game, n, 50, 17)
     env, eager = _env(n, "cuda", seed=0), _env(n, "cuda", seed=1)
     action = env.action_space.sample(n)
     graph = record_step(env, action)

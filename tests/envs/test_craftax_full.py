@@ -21,7 +21,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from env_testing import load_ref, mismatch, on_device, record_step, ref_states, reference_leaves
+from env_testing import (
+    check_cuda_steps_match_cpu,
+    check_live_reference_worlds,
+    check_state_round_trip,
+    load_ref,
+    mismatch,
+    on_device,
+    record_step,
+    ref_states,
+)
 
 from noeira.core import make_env
 from noeira.envs.craftax_full import game, worldgen
@@ -310,20 +319,14 @@ def test_random_policy_rollout_statistics(ref: dict[str, np.ndarray]) -> None:
 def test_live_reference_worlds_import_and_observe() -> None:
     """With craftax and jax installed: fresh reference worlds imported through set_state give the
     reference's observation, and come back unchanged through get_state."""
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     pytest.importorskip("craftax")
     from craftax.craftax.craftax_state import EnvParams, StaticEnvParams
     from craftax.craftax.renderer import render_craftax_symbolic
     from craftax.craftax.world_gen.world_gen import generate_world
 
-    keys = jax.random.split(jax.random.PRNGKey(21), 2)
-    states = jax.jit(jax.vmap(lambda k: generate_world(k, EnvParams(), StaticEnvParams())))(keys)
-    want_obs = torch.as_tensor(np.asarray(jax.jit(jax.vmap(render_craftax_symbolic))(states)))
-    leaves = reference_leaves(states, EXPORT_FIELDS)
-    env = _env(2)
-    env.set_state(leaves)
-    assert torch.equal(env.obs.view(torch.int32), want_obs.view(torch.int32))
-    assert not mismatch(env.get_state(), leaves)
+    check_live_reference_worlds(_env(2), generate_world, render_craftax_symbolic, EnvParams(), StaticEnvParams(),
+                                EXPORT_FIELDS)
 
 
 # -- the env's contract ----------------------------------------------------------------------------
@@ -352,21 +355,7 @@ def test_spaces_and_config() -> None:
 
 
 def test_get_set_state_round_trip() -> None:
-    a = _env(4, seed=1)
-    for _ in range(20):
-        a.step(a.action_space.sample(4))
-    state = a.get_state()
-    b = _env(4, seed=2)
-    b.set_state(state)
-    assert not mismatch(b.get_state(), state)
-    assert torch.equal(b.obs, a.obs)
-    action = a.action_space.sample(4)
-    draws = game.sample_draws(4, torch.Generator().manual_seed(0), torch.device("cpu"))
-    ra, ta = game.step(a.s, action, draws, a.tables)
-    rb, tb = game.step(b.s, action, draws, b.tables)
-    assert torch.equal(ra, rb) and torch.equal(ta, tb) and not mismatch(a.get_state(), b.get_state())
-    with pytest.raises(ValueError, match="keys differ"):
-        b.set_state({k: v for k, v in state.items() if k != "map"})
+    b, state = check_state_round_trip(_env, game, 4, 20)
     bad = dict(state)
     bad["light_map"] = state["light_map"].clone()
     bad["light_map"][0, 0, 0, 0] = 0.5
@@ -571,16 +560,7 @@ def test_cuda_matches_cpu_and_captures() -> None:
     (queue resets); a CUDA graph of the step replays what the eager step computes."""
     on_device("cuda")
     n = 64
-    cpu, gpu = _env(n, "cpu", seed=0), _env(n, "cuda", seed=0)
-    gpu.set_state({k: v.cuda() for k, v in cpu.get_state().items()})
-    g = torch.Generator().manual_seed(0)
-    for _ in range(30):
-        action = torch.randint(0, NUM_ACTIONS, (n,), generator=g)
-        draws = game.sample_draws(n, g, torch.device("cpu"))
-        rc, tc = game.step(cpu.s, action, draws, cpu.tables)
-        rg, tg = game.step(gpu.s, action.cuda(), {k: v.cuda() for k, v in draws.items()}, gpu.tables)
-        assert torch.equal(rc, rg.cpu()) and torch.equal(tc, tg.cpu())
-    assert not mismatch(gpu.get_state(), cpu.get_state())
+    check_cuda_steps_match_cpu(_env, game, n, 30, NUM_ACTIONS)
     env, eager = _env(n, "cuda", seed=0, obs="compact"), _env(n, "cuda", seed=1, obs="compact")
     assert env.resets == "queue"
     if importlib.util.find_spec("triton") is not None:  # the observations come from the Triton kernel
