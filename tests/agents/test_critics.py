@@ -5,12 +5,11 @@ critic widths; each on SAC, TD3 and DDPG, capture-safe, checkpointed, and record
 
 from __future__ import annotations
 
-import collections
 import copy
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from agent_testing import OpLog
 
 from noeira.agents.critics import CategoricalQEnsemble, critic_loss, project_categorical, td_target
 from noeira.agents.offpolicy import QEnsemble
@@ -204,23 +203,6 @@ def test_mixed_noise_gives_each_env_its_own_scale_redrawn_at_its_episode_start()
     agent.after_step(done)
     now = agent.noise_scale.squeeze(-1)
     assert torch.equal(now[5:], scale[5:]) and not torch.equal(now[:5], scale[:5])
-
-
-SYNC_OPS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::masked_select", "aten::is_nonzero"}
-
-
-class OpLog(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-        self.syncs: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        name = func._schema.name
-        self.ops.append(name)
-        if name in SYNC_OPS:
-            self.syncs[name] += 1
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize(("name", "kw"), CASES, ids=IDS)

@@ -6,7 +6,6 @@ The learning tests are in test_offpolicy_learning.py.
 
 from __future__ import annotations
 
-import collections
 import copy
 import importlib
 import math
@@ -14,7 +13,7 @@ import math
 import attrs
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from agent_testing import OpLog
 
 from noeira.agents import recipes, td3
 from noeira.agents.ddpg import DDPG
@@ -86,25 +85,6 @@ def test_wrong_action_space_is_a_config_error() -> None:
 
 
 # -- capture-safety: no host sync, the same op sequence on every call --------------------------
-
-SYNC_OPS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::masked_select", "aten::is_nonzero"}
-
-
-class OpLog(TorchDispatchMode):
-    """Records every aten op run inside; flags the ones that read a device value on the host."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-        self.syncs: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        name = func._schema.name
-        self.ops.append(name)
-        if name in SYNC_OPS:
-            self.syncs[name] += 1
-        return func(*args, **(kwargs or {}))
-
 
 @pytest.mark.parametrize(("name", "updates"), [*((name, 2) for name in AGENTS), ("td3", 3), ("dqn-ez", 2)])
 @pytest.mark.parametrize("n_step", [1, 3])

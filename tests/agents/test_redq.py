@@ -13,7 +13,7 @@ import attrs
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
+from agent_testing import OpLog
 
 from noeira.agents.layers import EnsembleLinear
 from noeira.agents.redq import REDQ
@@ -169,23 +169,6 @@ def test_the_actor_moves_only_every_policy_delay_updates() -> None:
 
 
 # -- capture safety, checkpoints ------------------------------------------------------------------
-
-SYNC_OPS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::masked_select", "aten::is_nonzero"}
-
-
-class OpLog(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-        self.syncs: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        name = func._schema.name
-        self.ops.append(name)
-        if name in SYNC_OPS:
-            self.syncs[name] += 1
-        return func(*args, **(kwargs or {}))
-
 
 @pytest.mark.parametrize("kw", [{}, {"num_atoms": 11, "norm_obs": True, "n_step": 3}], ids=["scalar", "categorical"])
 def test_collect_and_learn_are_capture_safe(kw: dict) -> None:
