@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import torch
-from agent_testing import OpLog
+from agent_testing import check_capture_safe_calls
 
 from noeira.agents.critics import CategoricalQEnsemble, critic_loss, project_categorical, td_target
 from noeira.agents.offpolicy import QEnsemble
@@ -208,15 +208,7 @@ def test_mixed_noise_gives_each_env_its_own_scale_redrawn_at_its_episode_start()
 @pytest.mark.parametrize(("name", "kw"), CASES, ids=IDS)
 def test_capture_safe_across_the_warm_up(name: str, kw: dict) -> None:
     agent, env = build(name, learning_starts=12, updates_per_step=3, n_step=3, **kw)
-    sequences = []
-    for _ in range(5):
-        log = OpLog()
-        with log:
-            agent.collect(env)
-            agent.learn()
-        assert not log.syncs, dict(log.syncs)
-        sequences.append(log.ops)
-    assert all(s == sequences[1] for s in sequences[2:])
+    check_capture_safe_calls(agent, env)
 
 
 @pytest.mark.parametrize(("name", "kw"), CASES[:2], ids=IDS[:2])

@@ -13,7 +13,7 @@ import math
 import attrs
 import pytest
 import torch
-from agent_testing import OpLog
+from agent_testing import OpLog, check_capture_safe_calls
 
 from noeira.agents import recipes, td3
 from noeira.agents.ddpg import DDPG
@@ -94,18 +94,7 @@ def test_collect_and_learn_are_capture_safe_across_the_warm_up(name: str, update
     extra = {"noise": "ou"} if name in ("td3", "ddpg") else {"ez_exponent": 2.0} if name == "dqn-ez" else {}
     name = name.removesuffix("-ez")
     agent, env = build(name, learning_starts=12, updates_per_step=updates, n_step=n_step, **extra)
-    sequences = []
-    for _ in range(5):
-        log = OpLog()
-        with log:
-            agent.collect(env)
-            metrics = agent.learn()
-        assert not log.syncs, f"host syncs in collect/learn: {dict(log.syncs)}"
-        sequences.append(log.ops)
-        assert all(v.device == env.device for v in metrics.values())
-    # the first call also creates gradients and optimizer state (graph backends run it before
-    # recording); from then on every call, warming up or learning, runs the same ops
-    assert all(s == sequences[1] for s in sequences[2:]), "the op sequence changes between calls"
+    check_capture_safe_calls(agent, env)
 
 
 # -- warm-up and learning-rate gating ----------------------------------------------------------

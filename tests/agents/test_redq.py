@@ -13,7 +13,7 @@ import attrs
 import pytest
 import torch
 import torch.nn.functional as F
-from agent_testing import OpLog
+from agent_testing import check_capture_safe_calls
 
 from noeira.agents.layers import EnsembleLinear
 from noeira.agents.redq import REDQ
@@ -173,15 +173,7 @@ def test_the_actor_moves_only_every_policy_delay_updates() -> None:
 @pytest.mark.parametrize("kw", [{}, {"num_atoms": 11, "norm_obs": True, "n_step": 3}], ids=["scalar", "categorical"])
 def test_collect_and_learn_are_capture_safe(kw: dict) -> None:
     agent, env = build(learning_starts=12, **kw)
-    sequences = []
-    for _ in range(5):
-        log = OpLog()
-        with log:
-            agent.collect(env)
-            agent.learn()
-        assert not log.syncs, dict(log.syncs)
-        sequences.append(log.ops)
-    assert all(s == sequences[1] for s in sequences[2:])
+    check_capture_safe_calls(agent, env)
 
 
 def test_checkpoint_restores_everything() -> None:
