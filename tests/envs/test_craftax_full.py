@@ -561,9 +561,10 @@ def test_cuda_matches_cpu_and_captures() -> None:
     on_device("cuda")
     n = 64
     check_cuda_steps_match_cpu(_env, game, n, 30, NUM_ACTIONS)
-    env, eager = _env(n, "cuda", seed=0, obs="compact"), _env(n, "cuda", seed=1, obs="compact")
+    kernel = "triton" if importlib.util.find_spec("triton") is not None else "torch"
+    env, eager = (_env(n, "cuda", seed=s, obs="compact", obs_kernel=kernel) for s in (0, 1))
     assert env.resets == "queue"
-    if importlib.util.find_spec("triton") is not None:  # the observations come from the Triton kernel
+    if kernel == "triton":  # the observations come from the Triton kernel
         from noeira.envs.craftax_full.triton_obs import compact_kernel
 
         assert env._write_compact is compact_kernel()
@@ -870,8 +871,8 @@ def test_compact_kernel_writes_the_torch_bytes(ref: dict[str, np.ndarray], devic
 
 @pytest.mark.parametrize("obs", ["compact", "symbolic"])
 def test_env_observes_through_the_compact_kernel(obs: str, kernel_device) -> None:  # noqa: ANN001
-    """The env with the Triton kernel writing its observations (CUDA's path, here in Triton's
-    interpreter) steps as the env with the torch path does, through deaths and queue resets
+    """The env with the Triton kernel writing its observations (``obs_kernel = "triton"``, here in
+    Triton's interpreter) steps as the env with the torch path does, through deaths and queue resets
     (observation, final observation and the queue's first observations equal), and the step
     stays capture-safe with the kernel's launches in it (``noeira.core.testing.capture``)."""
     pytest.importorskip("triton")
@@ -879,8 +880,10 @@ def test_env_observes_through_the_compact_kernel(obs: str, kernel_device) -> Non
     from noeira.envs.craftax_full import triton_obs
 
     kernel_device("cpu")
-    kernel = triton_obs.compact_kernel()
-    envs = [_env(4, seed=0, obs=obs, resets="queue", queue_size=6, queue_refill=2) for _ in range(2)]
+    envs = [_env(4, seed=0, obs=obs, resets="queue", queue_size=6, queue_refill=2, obs_kernel=k)
+            for k in ("torch", "triton")]
+    kernel = envs[1]._write_compact
+    assert kernel is triton_obs.compact_kernel() and envs[0]._write_compact is not kernel
     calls = []
 
     def counted(s, out) -> None:  # noqa: ANN001
@@ -910,3 +913,13 @@ def test_env_observes_through_the_compact_kernel(obs: str, kernel_device) -> Non
     # from the queue's, the others' are the final ones)
     assert calls == [4, 2, 4] * 4
     assert not det.hazards, format_hazards(det.hazards)
+
+
+def test_bad_settings_name_the_key() -> None:
+    """A setting outside its choices is a ConfigError naming the key and what it may be."""
+    from noeira.core.errors import ConfigError
+
+    for key, value, words in (("obs_kernel", "cuda", "'torch' or 'triton'"), ("resets", "pool", "'queue'"),
+                              ("obs", "pixels", "'compact'")):
+        with pytest.raises(ConfigError, match=f"env.{key}: must be .*{words}"):
+            _env(2, **{key: value})
