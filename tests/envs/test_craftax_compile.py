@@ -1,4 +1,5 @@
-"""The Craftax Triton kernels compile for the GPU (sm_90, what the H200 runs), checked without one.
+"""The Craftax Triton kernels (Craftax-Classic's, and the full game's compact observation) compile
+for the GPU (sm_90, what the H200 runs), checked without one.
 
 Elsewhere the kernels run on the CPU in Triton's interpreter, which executes Python and never
 compiles: a construct the compiler rejects would pass every CPU test and fail on the first
@@ -28,7 +29,7 @@ TYPES = {torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16", torch.int32
          torch.float32: "*fp32", torch.float64: "*fp64", torch.bfloat16: "*bf16"}
 KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_observe_queue_kernel",
                            "_expand_kernel"),
-           "triton_worldgen": ("_worldgen_kernel",)}
+           "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel",)}
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 
 COMPILE = """
@@ -37,7 +38,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from noeira.envs.craftax import triton_step, triton_worldgen
-modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen}
+from noeira.envs.craftax_full import triton_obs
+modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs}
 failed = []
 for launch in json.load(open(sys.argv[1])):
     fn = getattr(modules[launch["module"]], launch["kernel"])
@@ -52,11 +54,13 @@ print(json.dumps(failed))
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Run one step and one bf16 expansion in the interpreter, recording every kernel launch."""
+    """Run one step and one bf16 expansion in the interpreter (and a step of the full game with its
+    observation kernel), recording every kernel launch."""
     from noeira.core import make_env
     from noeira.envs.craftax import render, triton_step, triton_worldgen
+    from noeira.envs.craftax_full import triton_obs
 
-    modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen}
+    modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs}
     launches: list[dict] = []
 
     def recorder(module: str, name: str):
@@ -91,6 +95,9 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
             monkeypatch.setattr(modules[module], name, recorder(module, name))
     env = make_env("craftax-classic", num_envs=8, backend="cpu", seed=0, kernel="triton", obs="compact")
     env.step(torch.zeros(8, dtype=torch.long))
+    full = make_env("craftax", num_envs=4, backend="cpu", seed=0, obs="compact", obs_kernel="triton",
+                    resets="queue", queue_size=8, queue_refill=2)
+    full.step(torch.zeros(4, dtype=torch.long))
     wide = torch.zeros(8, 1352, dtype=torch.bfloat16)
     triton_step.expand(env.obs, wide, render._tenths_table(torch.device("cpu")))
     # the world kernel as the GPU launches it (the interpreter takes 64 rows at a time, uncapped)
