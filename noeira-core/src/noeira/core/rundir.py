@@ -15,9 +15,7 @@ import datetime as dt
 import json
 import logging
 import math
-import os
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from noeira.core.api import split_name
 from noeira.core.config import RunConfig, load_toml
 from noeira.core.contracts import Agent, Backend, BatchedEnv
 from noeira.core.errors import UserError
+from noeira.core.files import atomic_write
 
 log = logging.getLogger("noeira")
 
@@ -75,16 +74,6 @@ class Run:
     started: str = attrs.field(factory=utc_now)
     state: dict[str, Any] = attrs.field(factory=dict)
     """Scratch space for hook implementations (one key each)."""
-
-
-def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
-    """``write(tmp)`` into a temporary file beside ``path``, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _finite(x: Any) -> Any:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from noeira.core.errors import UserError
+from noeira.core.files import atomic_write
 
 __all__ = [
     "CODEBASE_VERSION",
@@ -225,20 +225,8 @@ def stats_from_json(data: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str
 
 # -- small file helpers ----------------------------------------------------------------------
 
-def atomic_write_bytes(path: Path, write: Any) -> None:
-    """``write(tmp_path)``, then rename onto ``path``: a reader (or a crash) sees the old file
-    or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_json(path: Path, data: Any) -> None:
-    atomic_write_bytes(path, lambda p: p.write_text(json.dumps(data, indent=4) + "\n"))
+    atomic_write(path, lambda p: p.write_text(json.dumps(data, indent=4) + "\n"))
 
 
 def is_finite_number(x: Any) -> bool:
