@@ -204,6 +204,7 @@ def test_verify_graph_and_check_capture_run_under_torchrun() -> None:
         out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                               "-m", "noeira.core.cli", command, *BASE, *extra], capture_output=True, text=True, timeout=300,
                              check=False)
-        assert out.returncode == 0, out.stderr[-3000:]
+        # the ranks' own lines come before torchrun's summary (~2,500 characters): keep both, and stdout
+        assert out.returncode == 0, f"{command}:\n{out.stdout[-2000:]}\n{out.stderr[-8000:]}"
         assert out.stdout.count(verdict) == 1, out.stdout
         assert "2 ranks" in out.stdout.splitlines()[0], out.stdout
