@@ -79,13 +79,14 @@ def build_ppo(cfg: Any, seed: int) -> tuple[Any, Any, Any]:
     return backend, env, agent
 
 
-def wrap_ppo(graph_name: str, agent: Any, env: Any, backend: Any) -> tuple[Any, Any]:
-    """(collect, learn) of ``agent`` under graph backend ``graph_name`` (collect only where the env's
-    step is capture-safe); a UserError where that backend is not available."""
+def wrap_loop(graph_name: str, agent: Any, backend: Any, capture_env: bool) -> tuple[Any, Any]:
+    """(collect, learn) of ``agent`` under graph backend ``graph_name`` (collect only with
+    ``capture_env``: the env's ``capture_safe``, or the driver's ``Pieces.capture_env``); a
+    UserError where that backend is not available."""
     graph = get_graph_backend(graph_name)
     if not graph.available(backend):
         raise UserError(f"graph {graph_name!r} is not available on {backend.name}")
-    collect = graph.wrap(agent.collect, backend) if env.capture_safe else agent.collect
+    collect = graph.wrap(agent.collect, backend) if capture_env else agent.collect
     return collect, graph.wrap(agent.learn, backend)
 
 

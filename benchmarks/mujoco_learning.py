@@ -42,6 +42,7 @@ from typing import Any
 
 import _meta
 import torch
+from _common import wrap_loop
 
 from noeira.agents.mujoco_recipes import ANCHORS, LOCOMOTION
 from noeira.core.api import get_backend, get_graph_backend
@@ -101,15 +102,6 @@ def _free(*objs: Any) -> None:
         torch.cuda.empty_cache()
 
 
-def _wrap(pieces: Any, graph_name: str) -> tuple[Any, Any]:
-    graph = get_graph_backend(graph_name)
-    if not graph.available(pieces.backend):
-        raise UserError(f"graph {graph_name!r} is not available on {pieces.backend.name}")
-    agent, backend = pieces.agent, pieces.backend
-    collect = graph.wrap(agent.collect, backend) if pieces.capture_env else agent.collect
-    return collect, graph.wrap(agent.learn, backend)
-
-
 def train_run(agent_name: str, env_name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One seed trained for the budget; its learning curve and the anchor crossings."""
     cfg = run_config(agent_name, env_name, seed, args)
@@ -118,7 +110,7 @@ def train_run(agent_name: str, env_name: str, seed: int, args: argparse.Namespac
     pieces = build(cfg, args.graph, backend)
     env, agent = pieces.env, pieces.agent
     eval_env = build_env(cfg, backend, num_envs=args.eval_episodes, seed=seed + 1)
-    collect, learn = _wrap(pieces, args.graph)
+    collect, learn = wrap_loop(args.graph, pieces.agent, pieces.backend, pieces.capture_env)
     steps_per_iter = agent.steps_per_collect
     max_steps = args.max_steps or cfg.run.total_steps
     anchors = {src: score for src, table in ANCHORS.items() for e, (score, _) in table.items() if e == env_name}
@@ -196,7 +188,7 @@ def speed_run(agent_name: str, env_name: str, graph_name: str, args: argparse.Na
     cfg = run_config(agent_name, env_name, 0, args)
     backend = get_backend(cfg.backend)
     pieces = build(cfg, graph_name, backend)
-    collect, learn = _wrap(pieces, graph_name)
+    collect, learn = wrap_loop(graph_name, pieces.agent, pieces.backend, pieces.capture_env)
     graph = get_graph_backend(graph_name)
     warm = int(getattr(graph, "warmup", 0)) + 2
     for _ in range(warm):

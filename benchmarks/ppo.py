@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 import torch
-from _common import build_ppo, time_iterations, wrap_ppo
+from _common import build_ppo, time_iterations, wrap_loop
 
 from noeira.core.api import get_backend
 from noeira.core.driver import build_env, evaluate, resolve, train
@@ -50,7 +50,7 @@ def _build(backend_name: str, num_envs: int, seed: int, overrides: dict[str, Any
 
 def throughput(backend_name: str, graph_name: str, num_envs: int, iterations: int, overrides: dict[str, Any]) -> dict[str, Any]:
     cfg, backend, env, agent = _build(backend_name, num_envs, 0, dict(overrides))
-    collect, learn = wrap_ppo(graph_name, agent, env, backend)
+    collect, learn = wrap_loop(graph_name, agent, backend, env.capture_safe)
     env.reset(seed=0)
     warm, dt = time_iterations(collect, learn, env, backend, iterations)
     steps = iterations * agent.steps_per_collect
@@ -61,7 +61,7 @@ def throughput(backend_name: str, graph_name: str, num_envs: int, iterations: in
 def time_to_solve(backend_name: str, graph_name: str, num_envs: int, seed: int, eval_every: int, max_steps: int,
                   episodes: int, overrides: dict[str, Any]) -> dict[str, Any]:
     cfg, backend, env, agent = _build(backend_name, num_envs, seed, dict(overrides))
-    collect, learn = wrap_ppo(graph_name, agent, env, backend)
+    collect, learn = wrap_loop(graph_name, agent, backend, env.capture_safe)
     eval_env = build_env(cfg, backend, num_envs=episodes, seed=seed + 1)
     env.reset(seed=seed)
     elapsed, steps, next_eval = 0.0, 0, eval_every

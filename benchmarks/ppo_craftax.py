@@ -42,7 +42,7 @@ import time
 from typing import Any
 
 import torch
-from _common import build_ppo, time_iterations, wrap_ppo
+from _common import build_ppo, time_iterations, wrap_loop
 from _meta import commit
 
 from noeira.core import registry
@@ -85,7 +85,7 @@ def _config(backend_name: str, num_envs: int, seed: int, agent: dict[str, Any], 
 
 def throughput(cfg: Any, graph_name: str, iterations: int, profile: bool = False) -> dict[str, Any]:
     backend, env, agent = build_ppo(cfg, cfg.run.seed)
-    collect, learn = wrap_ppo(graph_name, agent, env, backend)
+    collect, learn = wrap_loop(graph_name, agent, backend, env.capture_safe)
     env.reset(seed=cfg.run.seed)
     warm, dt = time_iterations(collect, learn, env, backend, iterations)
     # the split: collect and learn each between two synchronisations (two more iterations)
@@ -121,7 +121,7 @@ def _profile(agent: Any, env: Any) -> None:
 
 def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: int) -> dict[str, Any]:
     backend, env, agent = build_ppo(cfg, cfg.run.seed)
-    collect, learn = wrap_ppo(graph_name, agent, env, backend)
+    collect, learn = wrap_loop(graph_name, agent, backend, env.capture_safe)
     env.reset(seed=cfg.run.seed)
     env.pop_episode_stats()
     curve: list[dict[str, Any]] = []
