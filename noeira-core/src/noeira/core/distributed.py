@@ -15,6 +15,7 @@ writes the run directory. Alone (``world_size == 1``) every function here is a n
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import sys
@@ -92,6 +93,7 @@ def shutdown(wait: bool = True) -> None:
     if wait:
         dist.barrier()
     dist.destroy_process_group()
+    _flat_buffers.clear()
 
 
 def record_failure(err: BaseException) -> None:
@@ -141,17 +143,30 @@ def _first_failure(failures: dict[int, Any]) -> tuple[int, int, int, str, str]:
     return (rank, *seen[rank][1:])
 
 
-def all_reduce_mean_(tensors: Sequence[Tensor]) -> None:
-    """Average ``tensors`` across ranks in place, as one flat buffer (one collective).
-    Capture-safe: same shapes every call, no host sync."""
+_flat_buffers: dict[tuple[Any, Any, int], Tensor] = {}
+"""One flat buffer per (device, dtype, size) for the packed collectives: allocated on the first
+call (a warm-up, before any capture) and reused, so no call allocates a tensor the collective's
+work handle may keep alive after the step (gloo's and NCCL's do, for a while)."""
+
+
+def _all_reduce_flat_(tensors: Sequence[Tensor], divide: bool) -> None:
+    """Sum (then ``divide`` by the world size) ``tensors`` across ranks in place, packed into one
+    reused flat buffer so the job runs one collective."""
     if current()[1] == 1 or not tensors:
         return
     import torch
     import torch.distributed as dist
 
-    flat = torch.cat([t.reshape(-1) for t in tensors])
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors))
+    total = sum(t.numel() for t in tensors)
+    key = (tensors[0].device, dtype, total)
+    flat = _flat_buffers.get(key)
+    if flat is None:
+        flat = _flat_buffers[key] = torch.empty(total, dtype=dtype, device=tensors[0].device)
+    torch.cat([t.reshape(-1) for t in tensors], out=flat)
     dist.all_reduce(flat)
-    flat.div_(dist.get_world_size())
+    if divide:
+        flat.div_(dist.get_world_size())
     offset = 0
     for t in tensors:
         n = t.numel()
@@ -159,19 +174,15 @@ def all_reduce_mean_(tensors: Sequence[Tensor]) -> None:
         offset += n
 
 
+def all_reduce_mean_(tensors: Sequence[Tensor]) -> None:
+    """Average ``tensors`` across ranks in place, as one flat buffer (one collective).
+    Capture-safe: same shapes every call, no host sync, no allocation after the first call."""
+    _all_reduce_flat_(tensors, divide=True)
+
+
 def all_reduce_sum_(tensors: Sequence[Tensor]) -> None:
     """Sum ``tensors`` across ranks in place, as one flat buffer."""
-    if current()[1] == 1 or not tensors:
-        return
-    import torch
-    import torch.distributed as dist
-
-    flat = torch.cat([t.reshape(-1) for t in tensors])
-    dist.all_reduce(flat)
-    offset = 0
-    for t in tensors:
-        t.copy_(flat[offset:offset + t.numel()].view_as(t))
-        offset += t.numel()
+    _all_reduce_flat_(tensors, divide=False)
 
 
 def all_reduce_max_(tensors: Sequence[Tensor]) -> None:
