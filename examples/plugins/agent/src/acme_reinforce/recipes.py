@@ -9,12 +9,13 @@ from typing import Any
 from noeira.core import hookimpl
 
 RECIPES: dict[str, dict[str, dict[str, Any]]] = {
-    # solves it: deterministic eval 500 / 500 on seeds 0, 1, 2 (CPU, 2026-12-03; 160k steps left
-    # seeds 0 and 2 at 489 and 464)
+    # solves it: deterministic eval (10 episodes) >= 484 on seeds 0-9, 500 on nine of them (2-core
+    # CPU, torch 2.13.0, 2026-12-07). The earlier 100-step horizon, lr 1e-2 and 240k steps scored
+    # 255-486 on seeds 0-4 here: REINFORCE without a critic needs the longer, quieter batches.
     "cartpole": {
         "env": {"num_envs": 16},
-        "agent": {"horizon": 100, "gamma": 0.99, "lr": 1e-2, "hidden_sizes": [32], "torch_threads": 1},
-        "run": {"total_steps": 240_000, "log_interval": 10},
+        "agent": {"horizon": 200, "gamma": 0.99, "lr": 5e-3, "hidden_sizes": [32], "torch_threads": 1},
+        "run": {"total_steps": 500_000, "log_interval": 10},
     },
 }
 
