@@ -44,7 +44,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from noeira.core.testing.capture import HOST_METHODS, INDEX_OPS, SYNC_OPS, frame_skipper, short_path
+from noeira.core.testing.capture import HOST_METHODS, frame_skipper, short_path, sync_reason
 
 __all__ = ["Finding", "Report", "check_steps", "cmd_check_capture"]
 
@@ -199,14 +199,8 @@ class _DispatchMode(TorchDispatchMode):
         tensors = [t for t in flat if isinstance(t, Tensor)]
         located = _site()
         synced = False
-        if SYNC_OPS.get(name):
-            det.report("host sync", SYNC_OPS[name], located)
-            synced = True
-        elif name == "repeat_interleave" and kwargs.get("output_size") is None:
-            det.report("host sync", "repeat_interleave without output_size", located)
-            synced = True
-        elif name in INDEX_OPS and any(t.dtype in (torch.bool, torch.uint8) for t in tensors[1:]):
-            det.report("host sync", "boolean-mask indexing (a data-dependent size; use torch.where)", located)
+        if (reason := sync_reason(name, args, kwargs)) is not None:
+            det.report("host sync", reason, located)
             synced = True
         if name in _COPY_OPS:
             synced = self._copy(name, args, kwargs, tensors, located) or synced

@@ -56,7 +56,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["HOST_METHODS", "INDEX_OPS", "SYNC_OPS", "CaptureHazards", "Hazard", "find_capture_hazards"]
+__all__ = ["HOST_METHODS", "INDEX_OPS", "SYNC_OPS", "CaptureHazards", "Hazard", "find_capture_hazards", "sync_reason"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
@@ -93,6 +93,24 @@ HOST_METHODS = {
     "__float__": "float(tensor): a tensor value read on the host",
     "__index__": "a tensor used as a Python index: its value read on the host",
 }
+
+
+def sync_reason(name: str, args: tuple, kwargs: dict) -> str | None:
+    """Why the aten op ``name`` called with ``args``/``kwargs`` makes the host wait for the device
+    (a value read, or an output size that depends on the data), or None. Both detectors, this
+    module's and ``noeira check-capture``'s, report it in these words."""
+    if SYNC_OPS.get(name):
+        return SYNC_OPS[name]
+    if name == "repeat_interleave" and kwargs.get("output_size") is None:
+        return "repeat_interleave without output_size: its output size depends on the data"
+    if name in INDEX_OPS:
+        indices = tree_flatten(args[1])[0] if len(args) > 1 else []
+        if any(isinstance(t, Tensor) and t.dtype in (torch.bool, torch.uint8) for t in indices):
+            return (f"aten.{name} with a boolean mask: its size depends on the data "
+                    "(use torch.where or masked_fill_)")
+    return None
+
+
 _FACTORIES = {"zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "rand", "randn",
               "randint", "randperm", "normal", "scalar_tensor", "empty_strided", "tril_indices",
               "triu_indices"}
@@ -289,16 +307,8 @@ class _DispatchMode(TorchDispatchMode):
                 det.report("host-to-device", f"{how}: a tensor literal, made on the host and copied to the device "
                                              f"(make it once, on the device, outside the step) [{list(t.shape)} "
                                              f"{str(t.dtype).removeprefix('torch.')}]")
-        elif name in SYNC_OPS:
-            if SYNC_OPS[name]:
-                det.report("host sync", SYNC_OPS[name])
-        elif name == "repeat_interleave" and kwargs.get("output_size") is None:
-            det.report("host sync", "repeat_interleave without output_size: its output size depends on the data")
-        elif name in INDEX_OPS:
-            flat = tree_flatten(args[1])[0] if len(args) > 1 else []
-            if any(isinstance(t, Tensor) and t.dtype in (torch.bool, torch.uint8) for t in flat):
-                det.report("host sync", f"aten.{name} with a boolean mask: its size depends on the data "
-                                        "(use torch.where or masked_fill_)")
+        elif (reason := sync_reason(name, args, kwargs)) is not None:
+            det.report("host sync", reason)
         return func(*args, **kwargs)
 
 
