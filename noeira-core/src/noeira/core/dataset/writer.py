@@ -38,6 +38,7 @@ import numpy as np
 
 from noeira.core.dataset import format as fmt
 from noeira.core.dataset.format import DatasetError, require
+from noeira.core.files import atomic_write
 
 __all__ = ["DatasetWriter"]
 
@@ -238,7 +239,7 @@ class DatasetWriter:
         table = pa.table({"task_index": pa.array([self.tasks[t] for t in names], pa.int64()),
                           "task": pa.array(names, pa.string())})
         table = table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
-        fmt.atomic_write(self.root / fmt.TASKS_PATH, lambda p: self.pq.write_table(table, p))
+        atomic_write(self.root / fmt.TASKS_PATH, lambda p: self.pq.write_table(table, p))
 
     def _file_path(self, template: str, chunk: int, file: int, **kw: Any) -> Path:
         return self.root / template.format(chunk_index=chunk, file_index=file, **kw)
@@ -257,7 +258,7 @@ class DatasetWriter:
                 path = self._file_path(fmt.DATA_PATH, chunk, file)
         self._data_tables.append(table)
         whole = pa.concat_tables(self._data_tables)
-        fmt.atomic_write(path, lambda p: self.pq.write_table(whole, p, compression="snappy"))
+        atomic_write(path, lambda p: self.pq.write_table(whole, p, compression="snappy"))
         self._data_at = (chunk, file, frames + n)
         return {"data/chunk_index": chunk, "data/file_index": file, "dataset_from_index": start,
                 "dataset_to_index": start + n}
@@ -307,7 +308,7 @@ class DatasetWriter:
         row = {**row, "meta/episodes/chunk_index": chunk, "meta/episodes/file_index": file}
         self._meta_rows.append(row)
         table = pa.Table.from_pylist(self._meta_rows)
-        fmt.atomic_write(path, lambda p: self.pq.write_table(table, p))
+        atomic_write(path, lambda p: self.pq.write_table(table, p))
         self._meta_at = (chunk, file)
         self._fresh_files = False
 
@@ -363,7 +364,7 @@ class DatasetWriter:
         keep = self.pa.compute.less(table.column("index"), last["dataset_to_index"])
         if self.pa.compute.all(keep).as_py() is False:
             kept = table.filter(keep)
-            fmt.atomic_write(path, lambda p: self.pq.write_table(kept, p, compression="snappy"))
+            atomic_write(path, lambda p: self.pq.write_table(kept, p, compression="snappy"))
 
     # -- closing -------------------------------------------------------------------------------
     def close(self) -> None:
