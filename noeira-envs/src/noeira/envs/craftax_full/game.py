@@ -38,7 +38,7 @@ from torch import Tensor
 from noeira.envs.craftax_full import constants as C
 from noeira.envs.craftax_full.constants import ACT, MAP_SIZE, NUM_LEVELS, A
 
-__all__ = ["NUM_U", "Tables", "sample_draws", "step"]
+__all__ = ["NUM_U", "Tables", "acting", "finish", "front", "sample_draws", "step", "tail"]
 
 W = MAP_SIZE
 CELLS = W * W
@@ -221,11 +221,19 @@ class _Step:
             self.m[key] = s[key][self.rows, self.lvl]
 
     def leave_level(self) -> None:
-        """Write the views back; every floor's mobs keep ``mask & health > 0`` (each attack does
-        that to every floor's slots, and every step attacks with the player's projectiles)."""
+        """Write the views back (:meth:`write_back`), then :meth:`clean_floors`."""
+        self.write_back()
+        self.clean_floors()
+
+    def write_back(self) -> None:
+        """Write the views of the player's floor back into the state."""
         for key, v in self.m.items():
             if not key.startswith("creatures."):
                 self.s[key][self.rows, self.lvl] = v
+
+    def clean_floors(self) -> None:
+        """Every floor's mobs keep ``mask & health > 0`` (each attack does that to every floor's
+        slots, and every step attacks with the player's projectiles)."""
         for group, _ in CREATURES:
             self.s[f"{group}.mask"] &= self.s[f"{group}.health"] > 0
 
@@ -332,11 +340,25 @@ def step(s: dict[str, Tensor], action: Tensor, d: dict[str, Tensor], t: Tables) 
     """Advance every world one step under ``action`` [N] (in place); returns (reward float32 [N],
     terminated [N]: dead, or the necromancer defeated). The time limit is the caller's."""
     g = _Step(s, t)
-    u, dirs = d["u"], d["dirs"]
     init_ach = g.ach.clone()
     init_health = s["player_health"].clone()
-    a = torch.where(s["is_sleeping"] | s["is_resting"], C.NOOP, action.long())
+    a = acting(s, action)
+    front(g, a, d)
+    tail(g, a, d)
+    g.leave_level()
+    return finish(s, t, init_ach, init_health)
 
+
+def acting(s: dict[str, Tensor], action: Tensor) -> Tensor:
+    """The action taken (int64 [N]): NOOP while sleeping or resting."""
+    return torch.where(s["is_sleeping"] | s["is_resting"], C.NOOP, action.long())
+
+
+def front(g: _Step, a: Tensor, d: dict[str, Tensor]) -> None:
+    """The player's half of the rules: the floor change (then the floor's mobs are read into
+    ``g.m``), crafting, DO, placing, shooting, spells, potions, books, enchanting, the
+    necromancer's achievement and clock, attributes and movement."""
+    s, u = g.s, d["u"]
     _change_floor(g, a)
     g.enter_level()
     _craft(g, a)
@@ -351,6 +373,13 @@ def step(s: dict[str, Tensor], action: Tensor, d: dict[str, Tensor], t: Tables) 
     s["boss_timesteps_to_spawn_this_round"].sub_(g.fighting_boss().int())
     _level_up(g, a)
     _move_player(g, a)
+
+
+def tail(g: _Step, a: Tensor, d: dict[str, Tensor]) -> None:
+    """The world's half, on the player's floor (read into ``g.m`` by :func:`front`): the five mob
+    classes, spawning, plants, intrinsics, the inventory cap and the inventory's achievements.
+    The caller then writes the floor back and cleans every floor (:meth:`_Step.leave_level`)."""
+    u, dirs = d["u"], d["dirs"]
     _melee_mobs(g, u, dirs)
     _passive_mobs(g, dirs)
     _ranged_mobs(g, u, dirs)
@@ -361,9 +390,12 @@ def step(s: dict[str, Tensor], action: Tensor, d: dict[str, Tensor], t: Tables) 
     _intrinsics(g, a)
     _clip(g)
     _inventory_achievements(g)
-    g.leave_level()
 
-    gained = ((g.ach.int() - init_ach.int()) * t.rewards).sum(1).double()
+
+def finish(s: dict[str, Tensor], t: Tables, init_ach: Tensor, init_health: Tensor) -> tuple[Tensor, Tensor]:
+    """The step's reward (float32 [N]: a tenth of the health gained plus the new achievements'
+    rewards, as XLA computes it) and termination; advances the clock and the light level."""
+    gained = ((s["achievements"].int() - init_ach.int()) * t.rewards).sum(1).double()
     reward = ((s["player_health"] - init_health).double() * t.tenth + gained).float()
     ts = s["timestep"]
     ts.add_(1)
