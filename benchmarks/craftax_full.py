@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--obs-kernel", default=None, metavar="N,N",
                    help="only time the compact observation at N envs: the torch path (render.compact) against the "
                         "Triton kernel (triton_obs; on a CPU only under TRITON_INTERPRET=1)")
-    p.add_argument("--obs-launch", default="16x4", metavar="ExW,ExW",
+    p.add_argument("--obs-launch", default="8x4", metavar="ExW,ExW",
                    help="launches of the observation kernel timed by --obs-kernel: envs per program x warps")
     a = p.parse_args(argv)
     if a.worldgen:

@@ -6,8 +6,11 @@ and its README's command: 8,192 envs, 128-step rollouts, learning rate 3e-4, gam
 lambda 0.95, clip 0.2, entropy 0.01, value coefficient 0.5, one epoch; a Linear(obs -> 256) and
 two MinGRU layers of 256), so the two train the same recipe side by side. On cuda: that network,
 bf16 working weights with fp32 masters, the compact observation (a rollout step holds 900 bytes
-per env instead of 8,268 floats; training is the same bit for bit) and two minibatches (one
-minibatch of 1M samples decodes to 17 GB of bf16 input); 1e9 steps. On a CPU a smaller network
+per env instead of 8,268 floats; training is the same bit for bit) and eight minibatches: a
+minibatch's input is decoded to 8,268 floats a sample, and at two minibatches (4,096 envs x 128
+steps) recording the update as a CUDA graph asked for 16 GiB more than an H100 had left
+(2026-12-07); at eight it is a quarter of that (craftax.cu likewise splits its batch to keep a
+minibatch's working set under 8 GB); 1e9 steps. On a CPU a smaller network
 and a short run. Not yet tuned here: no learning run of this recipe has been measured.
 """
 
@@ -32,7 +35,7 @@ def ppo_recipe(backend: str, num_envs: int | None, network: str | None = None) -
         "agent": {
             **(own if network in (None, "mingru") else {}),
             "precision": "bf16-master" if cuda else "fp32",
-            "horizon": horizon, "update_epochs": 1, "num_minibatches": 2 if cuda else 1,
+            "horizon": horizon, "update_epochs": 1, "num_minibatches": 8 if cuda else 1,
             "lr": 3e-4, "anneal_lr": False,
             "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.2, "vf_coef": 0.5, "ent_coef": 0.01,
             "max_grad_norm": 0.5, "norm_adv": True,

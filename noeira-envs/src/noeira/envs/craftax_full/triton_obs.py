@@ -43,8 +43,9 @@ except ImportError:
 
 __all__ = ["NUM_WARPS", "ROWS", "TAIL_COLUMNS", "compact_kernel"]
 
-ROWS = 16
-"""Envs per program."""
+ROWS = 8
+"""Envs per program: 8 at 4 warps ran 25 % faster than 16 on an H100 (BENCHMARKS.md, 2026-12-07);
+at 16 the kernel takes 254 registers, two programs a multiprocessor."""
 NUM_WARPS = 4
 
 # How each tail float is made from its leaf (``render.tail``'s conversions)
