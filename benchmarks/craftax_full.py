@@ -63,16 +63,19 @@ def _env_bytes(env: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def bench_noeira(n: int, backend: str, graph: str, min_time: float, obs: str) -> dict[str, float] | None:
+def bench_noeira(n: int, backend: str, graph: str, min_time: float, obs: str, options: dict[str, Any] | None = None,
+                 warmup: int = 0) -> dict[str, float] | None:
     """Steps/s under graph backend ``graph`` (None where it is not available), bytes per env, and
-    the share of episodes that started in a used world."""
+    the share of episodes that started in a used world. ``options``: more env settings;
+    ``warmup``: steps before timing (at least 3 eager, 5 recorded)."""
     be = get_backend(backend)
     if not graph_available(graph, be):
         return None
-    env = make_env("craftax", num_envs=n, backend=be, seed=0, obs=obs)
+    env = make_env("craftax", num_envs=n, backend=be, seed=0, obs=obs, **(options or {}))
     action = env.action_space.sample(n, generator=torch.Generator(device=be.device).manual_seed(0))
     fn = env_stepper(env, action, graph, be)
-    seconds, _ = time_calls(fn, be.synchronize, min_time, warmup=3 if graph == "eager" else 5, max_chunk=200)
+    seconds, _ = time_calls(fn, be.synchronize, min_time, warmup=max(warmup, 3 if graph == "eager" else 5),
+                            max_chunk=200)
     if getattr(fn, "failure", None) is not None:
         return None
     stats = env.pop_episode_stats()
@@ -259,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ppo-iters", type=int, default=6, help="timed PPO iterations of noeira's side of --cu-train")
     p.add_argument("--ppo-graph", default="stream", help="graph backend of noeira's side of --cu-train "
                    "(eager is tried when it fails)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="an env setting for noeira's envs (repeatable), e.g. queue_refill=64 or step_kernel=torch")
+    p.add_argument("--warmup", type=int, default=0, help="env steps before timing (e.g. 200: past the first "
+                   "deaths of a random policy, so resets are in the timing)")
     p.add_argument("--jax-max", type=int, default=0, help="largest size for the JAX reference (default 0: none)")
     p.add_argument("--min-time", type=float, default=None, help="seconds per measurement (default 2.0; quick 0.3)")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
@@ -275,11 +282,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.obs_kernel:
         return obs_kernel_main(a)
     sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else (QUICK_SIZES if a.quick else FULL_SIZES)
+    options = {}
+    for item in a.env:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--env: expected KEY=VALUE, got {item!r}")
+        options[key] = int(value) if value.lstrip("-").isdigit() else value
     min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
     graphs = [g.strip() for g in a.graphs.split(",") if g.strip()]
     be = get_backend(a.backend)
     console = Console(width=max(Console().width, 130))
-    console.print(f"[bold]craftax (full game) benchmark[/] backend={be.name} ({be.device_name()}) torch={torch.__version__}")
+    console.print(f"[bold]craftax (full game) benchmark[/] backend={be.name} ({be.device_name()}) torch={torch.__version__}"
+                  + (f" env settings {options}" if options else ""))
     variants = [v.strip() for v in (a.variants or ("compact,symbolic" if be.device.type == "cuda" else "symbolic")).split(",")]
     binary = craftax_cu_binary(a.vs_craftax_cu, console) if a.vs_craftax_cu else None
     columns = [f"{o} {g}" for o in variants for g in graphs] + ["craftax.cu", "jax"]
@@ -289,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         for obs in variants:
             for graph in graphs:
                 try:
-                    res = bench_noeira(n, a.backend, graph, min_time, obs)
+                    res = bench_noeira(n, a.backend, graph, min_time, obs, options, a.warmup)
                 except (RuntimeError, NoeiraError, MemoryError) as err:
                     console.print(f"[yellow]n={n} {obs} {graph}: {type(err).__name__}: {str(err)[:160]}")
                     res = None
