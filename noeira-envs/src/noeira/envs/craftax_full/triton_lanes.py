@@ -26,10 +26,11 @@ import triton
 import triton.language as tl
 
 from noeira.envs.craftax_full import constants as C
+from noeira.envs.craftax_full import game
 from noeira.envs.craftax_full.state import OFFSETS, ROW_BYTES, STATE_FIELDS
 
 
-def _constant(value: int | float) -> object:
+def constant(value: int | float) -> object:
     """A constant the kernels read: ``tl.constexpr`` for the compiler, the plain number under
     ``TRITON_INTERPRET=1`` (the interpreter would wrap whatever is computed from a constexpr in
     one, and such a value has no tensor methods)."""
@@ -38,7 +39,7 @@ def _constant(value: int | float) -> object:
 
 def _field(name: str) -> object:
     """The index of field ``name``'s first element in the arena's view of its dtype."""
-    return _constant(OFFSETS[name] // STATE_FIELDS[name][1].itemsize)
+    return constant(OFFSETS[name] // STATE_FIELDS[name][1].itemsize)
 
 
 def _pack(values: list[int], bits: int) -> object:
@@ -48,7 +49,7 @@ def _pack(values: list[int], bits: int) -> object:
         assert 0 <= int(v) < 1 << bits, (values, bits)
         packed |= int(v) << (i * bits)
     assert packed < 1 << 63
-    return _constant(packed)
+    return constant(packed)
 
 
 def _codes(values: list[float], table: tuple[float, ...]) -> object:
@@ -57,9 +58,9 @@ def _codes(values: list[float], table: tuple[float, ...]) -> object:
 
 
 # -- the layout ------------------------------------------------------------------------------------
-ROW8 = _constant(ROW_BYTES)
+ROW8 = constant(ROW_BYTES)
 """A world's row in the byte view (its length in bytes)."""
-ROW32 = _constant(ROW_BYTES // 4)
+ROW32 = constant(ROW_BYTES // 4)
 """A world's row in the int32 / float32 views."""
 F_MAP = _field("map")
 F_ITEM_MAP = _field("item_map")
@@ -147,26 +148,27 @@ F_TIMESTEP = _field("timestep")
 assert all(f"F_{k.upper().replace('.', '_')}" in globals() for k in STATE_FIELDS), "a field has no F_ constant"
 
 # -- constants of the rules ------------------------------------------------------------------------
-W = _constant(C.MAP_SIZE)
-CELLS = _constant(C.MAP_SIZE * C.MAP_SIZE)
-BOSS_LEVEL = _constant(C.BOSS_LEVEL)
-DESPAWN = _constant(C.MOB_DESPAWN_DISTANCE)
-PASSIVE, MELEE, RANGED, PROJECTILE = (_constant(c) for c in (C.PASSIVE, C.MELEE, C.RANGED, C.PROJECTILE))
-GRASS, WATER, PATH, LAVA = (_constant(b) for b in (C.GRASS, C.WATER, C.PATH, C.LAVA))
-FURNACE, CRAFTING_TABLE, RIPE_PLANT = (_constant(b) for b in (C.FURNACE, C.CRAFTING_TABLE, C.RIPE_PLANT))
-FIRE_GRASS, ICE_GRASS = _constant(C.FIRE_GRASS), _constant(C.ICE_GRASS)
-GRAVE, GRAVE2, GRAVE3 = _constant(C.GRAVE), _constant(C.GRAVE2), _constant(C.GRAVE3)
-SOLID = _constant(sum(1 << b for b in C.SOLID_BLOCKS))
+NUM_U = constant(game.NUM_U)
+W = constant(C.MAP_SIZE)
+CELLS = constant(C.MAP_SIZE * C.MAP_SIZE)
+BOSS_LEVEL = constant(C.BOSS_LEVEL)
+DESPAWN = constant(C.MOB_DESPAWN_DISTANCE)
+PASSIVE, MELEE, RANGED, PROJECTILE = (constant(c) for c in (C.PASSIVE, C.MELEE, C.RANGED, C.PROJECTILE))
+GRASS, WATER, PATH, LAVA = (constant(b) for b in (C.GRASS, C.WATER, C.PATH, C.LAVA))
+FURNACE, CRAFTING_TABLE, RIPE_PLANT = (constant(b) for b in (C.FURNACE, C.CRAFTING_TABLE, C.RIPE_PLANT))
+FIRE_GRASS, ICE_GRASS = constant(C.FIRE_GRASS), constant(C.ICE_GRASS)
+GRAVE, GRAVE2, GRAVE3 = constant(C.GRAVE), constant(C.GRAVE2), constant(C.GRAVE3)
+SOLID = constant(sum(1 << b for b in C.SOLID_BLOCKS))
 """Bit ``b`` set: block ``b`` is solid (``Tables.solid``)."""
-TENTH = _constant(C.f32(0.1))
-FIFTH = _constant(C.f32(0.2))
-TWENTIETH = _constant(C.f32(0.05))
+TENTH = constant(C.f32(0.1))
+FIFTH = constant(C.f32(0.2))
+TWENTIETH = constant(C.f32(0.05))
 
 _DEFENSE_VALUES = (0.0, *sorted({C.f32(v) for row in C.DEFENSE for cls in row for v in cls} - {0.0}))
 _CHANCE_VALUES = (0.0, *sorted({C.f32(v) for row in C.FLOOR_SPAWN_CHANCE for v in row} - {0.0}))
 assert len(_DEFENSE_VALUES) == len(_CHANCE_VALUES) == 5  # the lookups name four nonzero values each
-DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4 = (_constant(v) for v in _DEFENSE_VALUES[1:])
-CHANCE_1, CHANCE_2, CHANCE_3, CHANCE_4 = (_constant(v) for v in _CHANCE_VALUES[1:])
+DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4 = (constant(v) for v in _DEFENSE_VALUES[1:])
+CHANCE_1, CHANCE_2, CHANCE_3, CHANCE_4 = (constant(v) for v in _CHANCE_VALUES[1:])
 
 
 def _defense(cls: int) -> tuple[object, ...]:
@@ -253,6 +255,18 @@ def ldf(af, r32, at, live):
 @triton.jit
 def stf(af, r32, at, v, live):
     tl.store(af + r32 + at, v.to(tl.float32), mask=live)
+
+
+@triton.jit
+def uniform(u_p, e64, k, live):
+    """The lane's draw ``u[:, k]`` (``u_p``: the float32 [N, NUM_U] draws)."""
+    return tl.load(u_p + e64 * NUM_U + k, mask=live, other=1.0)
+
+
+@triton.jit
+def direction(dirs_p, e64, k, live):
+    """The lane's draw ``dirs[:, k]`` (``dirs_p``: the int64 [N, 8] draws), as int32."""
+    return tl.load(dirs_p + e64 * 8 + k, mask=live, other=0).to(tl.int32)
 
 
 @triton.jit
