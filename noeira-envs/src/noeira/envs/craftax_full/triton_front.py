@@ -348,26 +348,26 @@ if triton is not None:
             block == ICE_SHRUB, ICE_GRASS, tl.where(to_path, PATH, tl.where(ripe, PLANT, block)))))
         st8(a8, r8, F_MAP + bidx, new_block, bok & ok)
 
-        # what the block gives, and a chest's loot (add_items_from_chest)
+        # what the block gives, and a chest's loot (add_items_from_chest; its variates read where a chest opens)
         opening = ok & chest
         op = opening.to(tl.int32)
-        n_torches = (4 + (uniform(u_p, e64, U_CHEST_TORCH_N, live) * 4).to(tl.int32)) * (
-            uniform(u_p, e64, U_CHEST_TORCH, live) < P_TORCHES).to(tl.int32)
-        u_ore = uniform(u_p, e64, U_CHEST_ORE_ID, live)
+        n_torches = (4 + (uniform(u_p, e64, U_CHEST_TORCH_N, opening) * 4).to(tl.int32)) * (
+            uniform(u_p, e64, U_CHEST_TORCH, opening) < P_TORCHES).to(tl.int32)
+        u_ore = uniform(u_p, e64, U_CHEST_ORE_ID, opening)
         ore = ((u_ore >= ORE_CDF0).to(tl.int32) + (u_ore >= ORE_CDF1).to(tl.int32) + (u_ore >= ORE_CDF2).to(tl.int32)
                + (u_ore >= ORE_CDF3).to(tl.int32))  # coal, iron, diamond, sapphire, ruby
-        u_ore_n = uniform(u_p, e64, U_CHEST_ORE_N, live)
+        u_ore_n = uniform(u_p, e64, U_CHEST_ORE_N, opening)
         n_ore = tl.where(ore == 0, 1 + (u_ore_n * 3).to(tl.int32), tl.where(ore == 1, 1 + (u_ore_n * 2).to(tl.int32), 1))
-        n_ore = n_ore * (uniform(u_p, e64, U_CHEST_ORE, live) < P_ORE).to(tl.int32) * op
-        potion = tl.minimum((uniform(u_p, e64, U_CHEST_POTION_ID, live) * 6).to(tl.int32), 5)
-        n_potion = (1 + (uniform(u_p, e64, U_CHEST_POTION_N, live) * 2).to(tl.int32)) * (
-            uniform(u_p, e64, U_CHEST_POTION, live) < P_POTION).to(tl.int32)
-        n_arrows = (1 + (uniform(u_p, e64, U_CHEST_ARROWS_N, live) * 4).to(tl.int32)) * (
-            uniform(u_p, e64, U_CHEST_ARROWS, live) < P_ARROWS).to(tl.int32)
-        tool = opening & (uniform(u_p, e64, U_CHEST_TOOL, live) < P_TOOL)
-        tool_id = (uniform(u_p, e64, U_CHEST_TOOL_ID, live) * 2).to(tl.int32)
+        n_ore = n_ore * (uniform(u_p, e64, U_CHEST_ORE, opening) < P_ORE).to(tl.int32) * op
+        potion = tl.minimum((uniform(u_p, e64, U_CHEST_POTION_ID, opening) * 6).to(tl.int32), 5)
+        n_potion = (1 + (uniform(u_p, e64, U_CHEST_POTION_N, opening) * 2).to(tl.int32)) * (
+            uniform(u_p, e64, U_CHEST_POTION, opening) < P_POTION).to(tl.int32)
+        n_arrows = (1 + (uniform(u_p, e64, U_CHEST_ARROWS_N, opening) * 4).to(tl.int32)) * (
+            uniform(u_p, e64, U_CHEST_ARROWS, opening) < P_ARROWS).to(tl.int32)
+        tool = opening & (uniform(u_p, e64, U_CHEST_TOOL, opening) < P_TOOL)
+        tool_id = (uniform(u_p, e64, U_CHEST_TOOL_ID, opening) * 2).to(tl.int32)
         opened = flag(a8, r8, F_CHESTS_OPENED + lvl, live)
-        sapling = (block == GRASS) & (uniform(u_p, e64, U_SAPLING, live) < P_SAPLING)
+        sapling = (block == GRASS) & (uniform(u_p, e64, U_SAPLING, ok) < P_SAPLING)
         _add(a32, r32, F_INVENTORY_WOOD, tree.to(tl.int32), ok)
         _add(a32, r32, F_INVENTORY_STONE, (stone | stalagmite).to(tl.int32), ok)
         _add(a32, r32, F_INVENTORY_SAPLING, sapling.to(tl.int32), ok)
@@ -381,9 +381,9 @@ if triton is not None:
         _add(a32, r32, F_INVENTORY_BOOKS, 1, opening & ~opened & ((lvl == 3) | (lvl == 4)))
         _add(a32, r32, F_INVENTORY_POTIONS + potion, n_potion, opening)
         st32(a32, r32, F_INVENTORY_BOW, tl.zeros_like(lvl) + 1, opening & (lvl == 1) & ~opened)
-        level = _tier(uniform(u_p, e64, U_CHEST_PICKAXE, live), TOOL_CDF0, TOOL_CDF1, TOOL_CDF2)
+        level = _tier(uniform(u_p, e64, U_CHEST_PICKAXE, opening), TOOL_CDF0, TOOL_CDF1, TOOL_CDF2)
         st32(a32, r32, F_INVENTORY_PICKAXE, tl.maximum(level, pickaxe), tool & (tool_id == 0))
-        level = _tier(uniform(u_p, e64, U_CHEST_SWORD, live), TOOL_CDF0, TOOL_CDF1, TOOL_CDF2)
+        level = _tier(uniform(u_p, e64, U_CHEST_SWORD, opening), TOOL_CDF0, TOOL_CDF1, TOOL_CDF2)
         swd = ld32(a32, r32, F_INVENTORY_SWORD, live)
         st32(a32, r32, F_INVENTORY_SWORD, tl.maximum(level, swd), tool & (tool_id == 1))
 
@@ -449,20 +449,23 @@ if triton is not None:
         set_ach(a8, r8, A_PLACE_STONE, place_stone, live)
         set_ach(a8, r8, A_PLACE_TORCH, torch_, live)
         set_ach(a8, r8, A_PLACE_PLANT, plant, live)
-        # the torch's light on a dark floor: its 9 x 9 window's cells on the map (a [lanes, 128] tile)
+        # the torch's light on a dark floor: the cells of its 9 x 9 window on the map, a row at a time
+        # (a [lanes, 16] tile; the programs where no lane lights skip it)
         dark = unpack(DARK_INDEX, lvl, 3) - 1
-        k = tl.arange(0, 128)[None, :]
-        ox = k // 9 - 4
-        oy = k % 9 - 4
-        x = bx[:, None] + ox
-        y = by[:, None] + oy
-        lit = (torch_ & (dark >= 0))[:, None] & (k < 81) & in_bounds(x, y)
-        at = af + r32[:, None] + F_LIGHT_MAP + dark[:, None] * CELLS + x * W + y
-        # constants.torch_light_map: clip(1 - d * 0.2, 0, 1), d the correctly rounded sqrt as torch's
-        light = 1.0 - tl.sqrt_rn((ox * ox + oy * oy).to(tl.float32)) * FIFTH
-        light = tl.minimum(tl.maximum(light, 0.0), 1.0)
-        cur = tl.load(at, mask=lit, other=0.0)
-        tl.store(at, tl.minimum(tl.maximum(light + cur, 0.0), 1.0), mask=lit)
+        lighting = torch_ & (dark >= 0)
+        if tl.max(lighting.to(tl.int32), axis=0) > 0:
+            j = tl.arange(0, 16)[None, :]
+            oy = j - 4
+            y = by[:, None] + oy
+            for ox in range(-4, 5):
+                x = bx[:, None] + ox
+                lit = lighting[:, None] & (j < 9) & in_bounds(x, y)
+                at = af + r32[:, None] + F_LIGHT_MAP + dark[:, None] * CELLS + x * W + y
+                # constants.torch_light_map: clip(1 - d * 0.2, 0, 1), d the correctly rounded sqrt (torch's)
+                light = 1.0 - tl.sqrt_rn((ox * ox + oy * oy).to(tl.float32)) * FIFTH
+                light = tl.minimum(tl.maximum(light, 0.0), 1.0)
+                cur = tl.load(at, mask=lit, other=0.0)
+                tl.store(at, tl.minimum(tl.maximum(light + cur, 0.0), 1.0), mask=lit)
         # a new growing plant in the first free slot (none when all ten are taken)
         free = tl.zeros_like(bx)
         for i in tl.static_range(10):
@@ -522,7 +525,7 @@ if triton is not None:
         books = ld32(a32, r32, F_INVENTORY_BOOKS, live)
         reading = live & (act == READ_BOOK) & (books > 0)
         unknown = bit(~flag(a8, r8, F_LEARNED_SPELLS, live), 0) | bit(~flag(a8, r8, F_LEARNED_SPELLS + 1, live), 1)
-        spell = pick(unknown, 2, uniform(u_p, e64, U_SPELL, live))
+        spell = pick(unknown, 2, uniform(u_p, e64, U_SPELL, reading))
         set_ach(a8, r8, tl.where(spell == 1, A_LEARN_ICEBALL, A_LEARN_FIREBALL), reading, live)
         st8(a8, r8, F_LEARNED_SPELLS + spell, reading, reading)
         st32(a32, r32, F_INVENTORY_BOOKS, books - 1, reading)
@@ -552,7 +555,7 @@ if triton is not None:
             bare |= bit(ench == 0, i)
             other |= bit(ench != kind, i)
         armour = could & (act == ENCHANT_ARMOUR) & (pieces > 0)
-        target = pick(tl.where(bare != 0, bare, other), 4, uniform(u_p, e64, U_ARMOUR, live))
+        target = pick(tl.where(bare != 0, bare, other), 4, uniform(u_p, e64, U_ARMOUR, armour))
         st32(a32, r32, F_SWORD_ENCHANTMENT, kind, sword)
         st32(a32, r32, F_BOW_ENCHANTMENT, kind, bow)
         st32(a32, r32, F_ARMOUR_ENCHANTMENTS + target, kind, armour)
