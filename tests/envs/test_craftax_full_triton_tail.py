@@ -37,6 +37,7 @@ from noeira.envs.craftax_full.state import (  # noqa: E402
 )
 from noeira.envs.craftax_full.triton_tail import run_tail  # noqa: E402
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -68,7 +69,8 @@ def _helpers_kernel(a8, a32, af, bits_p, u_p, xy_p, out_i, out_f, n, BLOCK: tl.c
     tl.store(out_f + e64 * 6 + 5, tln.unpack(tln.HEALTH_R, ty, 5).to(tl.float32), mask=live)
 
 
-def test_lane_helpers_are_the_torch_functions() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_lane_helpers_are_the_torch_functions(device: str, kernel_device) -> None:  # noqa: ANN001
     """first / pick (``game._first`` / ``game._pick``), the grid index with JAX's out-of-range
     semantics (``game._index``), the player's damage vector, damage through armour and enchantments
     (boss floor included) and the packed tables (damage, defense, health) against the torch code."""
@@ -85,11 +87,13 @@ def test_lane_helpers_are_the_torch_functions() -> None:
     bits = torch.randint(0, 32, (n,), generator=g, dtype=torch.int32)
     u = torch.rand(n, generator=g)
     xy = torch.randint(-60, 60, (n, 2), generator=g, dtype=torch.int32)
-    out_i = torch.zeros((n, 4), dtype=torch.int32)
-    out_f = torch.zeros((n, 6), dtype=torch.float32)
-    a = s.arena
-    _helpers_kernel[(triton.cdiv(n, 64),)](a, a.view(torch.int32), a.view(torch.float32), bits, u, xy, out_i, out_f,
-                                           n, BLOCK=64)
+    dev = kernel_device(device)
+    out_i = torch.zeros((n, 4), dtype=torch.int32, device=dev)
+    out_f = torch.zeros((n, 6), dtype=torch.float32, device=dev)
+    a = s.arena.to(dev)
+    _helpers_kernel[(triton.cdiv(n, 64),)](a, a.view(torch.int32), a.view(torch.float32), bits.to(dev), u.to(dev),
+                                           xy.to(dev), out_i, out_f, n, BLOCK=64, enable_fp_fusion=False)
+    out_i, out_f = out_i.cpu(), out_f.cpu()
     flags = ((bits.unsqueeze(1) >> torch.arange(5)) & 1).bool()
     t = game.Tables(torch.device("cpu"), torch.zeros(2))
     step = game._Step(s, t)
@@ -124,16 +128,16 @@ def _fields_at(columns: torch.Tensor) -> list[str]:
     return out
 
 
-def _tails(s: State, act: torch.Tensor, d: dict[str, torch.Tensor]) -> tuple[State, State]:
-    """(the torch tail's next state, the kernel's) from ``s`` (left unchanged)."""
+def _tails(s: State, act: torch.Tensor, d: dict[str, torch.Tensor], dev: torch.device) -> tuple[State, State]:
+    """(the torch tail's next state, the kernel's on ``dev``) from ``s`` (left unchanged)."""
     want = state_of(s.arena.clone())
     g = game._Step(want, TABLES)
     g.enter_level()
     game.tail(g, act, d)
     g.leave_level()
-    got = state_of(s.arena.clone())
-    run_tail(got, act, d)
-    return want, got
+    got = state_of(s.arena.to(dev, copy=True))
+    run_tail(got, act.to(dev), {k: v.to(dev) for k, v in d.items()})
+    return want, state_of(got.arena.cpu())
 
 
 def _check(want: State, got: State, what: str) -> None:
@@ -150,7 +154,8 @@ def _draws(n: int, g: torch.Generator, spawn_go: float = 0.0) -> dict[str, torch
     return d
 
 
-def _run(s: State, steps: int, g: torch.Generator, front: bool, spawn_go: float = 0.0) -> list[tuple[State, State]]:
+def _run(s: State, steps: int, g: torch.Generator, front: bool, dev: torch.device,
+         spawn_go: float = 0.0) -> list[tuple[State, State]]:
     """``steps`` steps from ``s`` under random actions, the kernel's tail checked against the torch
     tail at each (``front``: the torch front first and ``finish`` after, a whole step; else the
     tail alone); returns (before the tail, after it) of each step."""
@@ -164,7 +169,7 @@ def _run(s: State, steps: int, g: torch.Generator, front: bool, spawn_go: float 
             f = game._Step(s, TABLES)
             game.front(f, act, d)
             f.write_back()
-        want, got = _tails(s, act, d)
+        want, got = _tails(s, act, d, dev)
         _check(want, got, f"step {k}")
         seen.append((s, want))
         s = state_of(got.arena.clone())  # the kernel's state goes on
@@ -186,18 +191,20 @@ def _reference_states() -> State:
     return state_of(torch.cat(parts))
 
 
-def test_tail_on_the_reference_states() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_tail_on_the_reference_states(device: str, kernel_device) -> None:  # noqa: ANN001
     """The reference's 279 states (all nine floors, the boss fight, mobs of every class, projectiles),
     two tail steps in a row, a third of the worlds with every spawn draw at 0: the kernel's arena
     is the torch tail's, byte for byte."""
     s = _reference_states()
     assert set(s["player_level"].tolist()) == set(range(9))
-    _run(s, 2, torch.Generator().manual_seed(0), front=False, spawn_go=0.3)
+    _run(s, 2, torch.Generator().manual_seed(0), front=False, dev=kernel_device(device), spawn_go=0.3)
 
 
 def _stir(s: State, g: torch.Generator) -> None:
     """Edit the states (in place) into the tail's corners: every class of mob and projectile around
-    the player (alive or not, some at 0 health, full slots, random types and cooldowns), sleeping
+    the player (alive or not, some at 0 health, full slots, random types and cooldowns; on the
+    other floors, mobs alive at health <= 0 for ``clean_floors``), sleeping
     and resting, the intrinsics near their thresholds, inventories over the cap, attributes,
     enchantments, plants about to ripen, furnaces and tables in the way, the boss fight's clock,
     kills near the floor's count, and worlds whose floor is all stone (nowhere to spawn)."""
@@ -212,6 +219,9 @@ def _stir(s: State, g: torch.Generator) -> None:
     def chance(p: float, *shape: int) -> torch.Tensor:
         return torch.rand((n, *shape), generator=g) < p
 
+    for group, count in game.CREATURES:  # every floor's mobs, some alive at health <= 0 (cleaned at the end)
+        s[f"{group}.mask"].copy_(chance(0.3, C.NUM_LEVELS, count))
+        s[f"{group}.health"].copy_(ints(-1, 3, C.NUM_LEVELS, count).float())
     for group, count in game.CREATURES + (("mob_projectiles", 3), ("player_projectiles", 3)):
         pos = s[f"{group}.position"]
         pos[rows, lvl] = pp.unsqueeze(1) + ints(-6, 7, count, 2)
@@ -274,12 +284,13 @@ def _stirred() -> State:
     return s
 
 
-def test_tail_on_edited_states() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_tail_on_edited_states(device: str, kernel_device) -> None:  # noqa: ANN001
     """The reference's states edited into the tail's corners (:func:`_stir`), three whole steps in a
     row (the torch front, then the tails compared, then the clock), a third of the worlds with
     every spawn draw at 0: the kernel's arena is the torch tail's, byte for byte; and the states
     reach what they are meant to (checked on the torch side)."""
-    seen = _run(_stirred(), 3, torch.Generator().manual_seed(2), front=True, spawn_go=0.3)
+    seen = _run(_stirred(), 3, torch.Generator().manual_seed(2), front=True, dev=kernel_device(device), spawn_go=0.3)
     before = state_of(torch.cat([b.arena for b, _ in seen]))
     after = state_of(torch.cat([a.arena for _, a in seen]))
     rows = torch.arange(before.arena.shape[0])
@@ -305,15 +316,17 @@ def test_tail_on_edited_states() -> None:
     assert stone.any()
 
 
-def test_tail_in_env_rollouts() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_tail_in_env_rollouts(device: str, kernel_device) -> None:  # noqa: ANN001
     """Worlds of the env (fresh ones) played a few random steps: the kernel's tail is the torch
     tail's at every step (whole steps: the torch front, the tails, the clock)."""
+    dev = kernel_device(device)
     env = make_env("craftax", num_envs=16, backend="cpu", seed=3, obs="compact")
     env.reset()
     g = torch.Generator().manual_seed(4)
     for _ in range(20):
         env.step(torch.randint(0, NUM_ACTIONS, (16,), generator=g))
-    _run(state_of(env.s.arena.clone()), 4, g, front=True, spawn_go=0.2)
+    _run(state_of(env.s.arena.clone()), 4, g, front=True, dev=dev, spawn_go=0.2)
 
 
 def test_run_tail_checks_its_inputs() -> None:
