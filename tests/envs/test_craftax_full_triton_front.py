@@ -19,20 +19,33 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 import torch
 
 pytest.importorskip("triton", reason="the Triton front needs Triton (pip install triton)")
 
+from env_testing import load_ref, ref_states  # noqa: E402
+
 from noeira.core import get_backend, make_env  # noqa: E402
 from noeira.envs.craftax_full import constants as C  # noqa: E402
 from noeira.envs.craftax_full import game  # noqa: E402
-from noeira.envs.craftax_full.state import OFFSETS, STATE_FIELDS, State, state_of  # noqa: E402
+from noeira.envs.craftax_full.state import (  # noqa: E402
+    EXPORT_FIELDS,
+    OFFSETS,
+    STATE_FIELDS,
+    State,
+    empty_state,
+    import_state,
+    state_of,
+)
 from noeira.envs.craftax_full.triton_front import run_front  # noqa: E402
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+DATA = Path(__file__).with_name("data") / "craftax_full_ref.npz"
 W = C.MAP_SIZE
 ACT = C.ACT
 STEPS = ((0, -1), (0, 1), (-1, 0), (1, 0))  # directions 1..4 (left, right, up, down)
@@ -110,16 +123,18 @@ class Fired:
         assert set(achievements) <= self.achievements, set(achievements) - self.achievements
 
 
-def _check_steps(env, actions: list[torch.Tensor], gen: torch.Generator, fired: Fired) -> None:  # noqa: ANN001
-    """Chain the steps of ``actions`` on ``env.s`` through both fronts (the kernel's state fed on),
-    the arenas compared after each."""
-    s = env.s
+def _check_steps(s: State, actions: list[torch.Tensor], gen: torch.Generator, tables: game.Tables,
+                 dev: torch.device, fired: Fired) -> None:
+    """Chain the steps of ``actions`` on ``s`` (in place) through both fronts, the kernel on ``dev``
+    and its state fed on, the arenas compared after each."""
     for k, action in enumerate(actions):
         d = game.sample_draws(s.arena.shape[0], gen, torch.device("cpu"))
         a = game.acting(s, action)
         before = state_of(s.arena.clone())
-        ref = _reference(s, a, d, env.tables)
-        run_front(s, a, d)
+        ref = _reference(s, a, d, tables)
+        got = state_of(s.arena.to(dev, copy=True))
+        run_front(got, a.to(dev), {key: v.to(dev) for key, v in d.items()})
+        s.arena.copy_(got.arena.cpu())
         assert torch.equal(s.arena, ref.arena), f"step {k}: differ in {_differing(s.arena, ref.arena)}"
         fired.add(before, s)
 
@@ -251,7 +266,7 @@ class Scene:
                 s[f"{group}.mask"][i, lvl] = False
 
 
-def _run(n: int, rounds: int, steps: int, seed: int, actions, then=None) -> Fired:  # noqa: ANN001
+def _run(dev: torch.device, n: int, rounds: int, steps: int, seed: int, actions, then=None) -> Fired:  # noqa: ANN001
     """``rounds`` of: every world's scene made for its action and floor (``actions(rng)`` -> (action,
     floor); ``then(scene)`` edits it further), then ``steps`` chained steps, the first of that
     action, the later ones of it or now and then of another."""
@@ -271,7 +286,7 @@ def _run(n: int, rounds: int, steps: int, seed: int, actions, then=None) -> Fire
         acts = [base] + [torch.where(torch.rand(n, generator=gen) < 0.3,
                                      torch.randint(0, C.NUM_ACTIONS, (n,), generator=gen), base)
                          for _ in range(steps - 1)]
-        _check_steps(env, acts, gen, fired)
+        _check_steps(env.s, acts, gen, env.tables, dev, fired)
     return fired
 
 
@@ -283,27 +298,30 @@ def _on(acts: list[int], floors: list[int] | None = None):  # noqa: ANN202
 MOVES = [C.NOOP, C.LEFT, C.RIGHT, C.UP, C.DOWN]
 
 
-def test_every_action_on_every_floor() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_action_on_every_floor(device: str, kernel_device) -> None:  # noqa: ANN001
     """Each of the 43 actions on every floor, in scenes made for it, sleeping and resting players
     among them (their action becomes NOOP): the same arena as the torch front."""
-    fired = _run(86, 2, 3, 0, _on(list(range(C.NUM_ACTIONS))))
+    fired = _run(kernel_device(device), 86, 2, 3, 0, _on(list(range(C.NUM_ACTIONS))))
     fired.check(fields=("player_position", "player_direction", "player_level", "map", "player_xp"))
 
 
-def test_floor_changes_and_crafting() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_floor_changes_and_crafting(device: str, kernel_device) -> None:  # noqa: ANN001
     """Ladders down (with and without the floor's monsters killed) and up, on every floor; every
     recipe with and without its station and costs."""
-    fired = _run(64, 3, 2, 1, _on([ACT["descend"], ACT["ascend"], *CRAFTS]))
+    fired = _run(kernel_device(device), 64, 3, 2, 1, _on([ACT["descend"], ACT["ascend"], *CRAFTS]))
     fired.check(fields=("player_level", "player_position", "player_xp", "inventory.wood", "inventory.stone",
                         "inventory.iron", "inventory.coal", "inventory.diamond", "inventory.pickaxe",
                         "inventory.sword", "inventory.armour", "inventory.arrows", "inventory.torches"),
                 achievements=("enter_dungeon", "enter_gnomish_mines", "make_iron_armour", "make_diamond_armour"))
 
 
-def test_do_on_blocks_mobs_chests_and_the_necromancer() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_do_on_blocks_mobs_chests_and_the_necromancer(device: str, kernel_device) -> None:  # noqa: ANN001
     """DO on every block kind, on mobs of every class and type (some die, passive ones are eaten),
     chests on every floor (the loot's variates drawn afresh each step), the necromancer."""
-    fired = _run(96, 4, 2, 2, _on([C.DO], [0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 1, 3, 4, 8]))
+    fired = _run(kernel_device(device), 96, 4, 2, 2, _on([C.DO], [0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 1, 3, 4, 8]))
     fired.check(fields=("map", "mob_map", "monsters_killed", "chests_opened", "boss_progress", "player_drink",
                         "player_thirst", "player_food", "player_hunger", "growing_plants_age", "inventory.wood",
                         "inventory.stone", "inventory.coal", "inventory.iron", "inventory.diamond",
@@ -333,11 +351,12 @@ def _facing_a_chest(scene: Scene) -> None:
     scene.set("inventory.sword", scene.rng.randrange(0, 3))
 
 
-def test_chests_on_every_floor() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_chests_on_every_floor(device: str, kernel_device) -> None:  # noqa: ANN001
     """Chests opened on every floor, opened before or not: the loot (torches, ores, potions,
     arrows, tools; a bow on floor 1 and books on floors 3 and 4 from a chest not opened before)
     from the variates drawn afresh each step."""
-    fired = _run(72, 2, 1, 6, _on([C.DO]), _facing_a_chest)
+    fired = _run(kernel_device(device), 72, 2, 1, 6, _on([C.DO]), _facing_a_chest)
     fired.check(fields=("map", "chests_opened", "inventory.torches", "inventory.coal", "inventory.iron",
                         "inventory.diamond", "inventory.sapphire", "inventory.ruby", "inventory.potions",
                         "inventory.arrows", "inventory.pickaxe", "inventory.sword", "inventory.books",
@@ -345,10 +364,11 @@ def test_chests_on_every_floor() -> None:
                 achievements=("open_chest",))
 
 
-def test_placing() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_placing(device: str, kernel_device) -> None:  # noqa: ANN001
     """Placing every placeable thing on every kind of cell (a mob or the map's edge in the way
     sometimes), torches on dark and bright floors, saplings with and without a free plant slot."""
-    fired = _run(64, 3, 2, 3, _on(PLACES, [0, 2, 5, 7, 8, 1]))
+    fired = _run(kernel_device(device), 64, 3, 2, 3, _on(PLACES, [0, 2, 5, 7, 8, 1]))
     fired.check(fields=("map", "item_map", "light_map", "growing_plants_positions", "growing_plants_mask",
                         "inventory.wood", "inventory.stone", "inventory.torches", "inventory.sapling"),
                 achievements=("place_table", "place_furnace", "place_stone", "place_torch", "place_plant"))
@@ -373,18 +393,21 @@ def _torch_at_a_far_edge(scene: Scene) -> None:
     scene.set("is_resting", False)
 
 
-def test_torch_light_at_the_far_edges() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_light_at_the_far_edges(device: str, kernel_device) -> None:  # noqa: ANN001
     """Torches placed near row / column 47 of the dark floors light every cell of their window on
     the map, as the JAX reference does (see ``_jax_torch_light``): the edge's cells too."""
-    fired = _run(48, 2, 1, 7, _on([ACT["place_torch"]], list(C.DARK_LEVELS)), _torch_at_a_far_edge)
+    fired = _run(kernel_device(device), 48, 2, 1, 7, _on([ACT["place_torch"]], list(C.DARK_LEVELS)),
+                 _torch_at_a_far_edge)
     fired.check(fields=("item_map", "light_map", "inventory.torches"), achievements=("place_torch",))
 
 
-def test_projectiles_potions_books_enchanting_and_levels() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_projectiles_potions_books_enchanting_and_levels(device: str, kernel_device) -> None:  # noqa: ANN001
     """Arrows and spells with full and free projectile slots, the six potions, books, enchanting
     the bow, the sword and armour at fire and ice tables, level-ups, the boss floor's clock."""
     acts = [ACT[k] for k in ACT if k.startswith(("shoot", "cast", "drink", "read", "enchant", "level_up"))]
-    fired = _run(64, 3, 2, 4, _on(acts, [0, 1, 3, 8]))
+    fired = _run(kernel_device(device), 64, 3, 2, 4, _on(acts, [0, 1, 3, 8]))
     fired.check(fields=("player_projectiles.position", "player_projectiles.mask", "player_projectiles.type_id",
                         "player_projectile_directions", "inventory.arrows", "player_mana", "player_health",
                         "player_energy", "inventory.potions", "learned_spells", "inventory.books",
@@ -395,8 +418,38 @@ def test_projectiles_potions_books_enchanting_and_levels() -> None:
                               "learn_iceball", "enchant_sword", "enchant_armour", "defeat_necromancer"))
 
 
-def test_moves() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_moves(device: str, kernel_device) -> None:  # noqa: ANN001
     """Moves onto ground and into walls, water, lava, mobs and off the map's edges; sleeping and
     resting players stand still."""
-    fired = _run(64, 3, 3, 5, _on(MOVES + [C.SLEEP, ACT["rest"]]))
+    fired = _run(kernel_device(device), 64, 3, 3, 5, _on(MOVES + [C.SLEEP, ACT["rest"]]))
     fired.check(fields=("player_position", "player_direction"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_front_on_the_reference_states(device: str, kernel_device) -> None:  # noqa: ANN001
+    """The JAX reference's prepared and rollout states (every floor, the boss fight, mobs and
+    projectiles around the player, chests, torches), three chained steps of random actions."""
+    ref = load_ref(DATA)
+    parts = []
+    for prefix in ("obs_state.", "step_start."):
+        leaves = ref_states(ref, prefix, EXPORT_FIELDS)
+        part = empty_state(leaves["map"].shape[0], "cpu")
+        import_state(leaves, part)
+        parts.append(part.arena)
+    s = state_of(torch.cat(parts))
+    assert set(s["player_level"].tolist()) == set(range(C.NUM_LEVELS))
+    n = s.arena.shape[0]
+    env = make_env("craftax", num_envs=1, backend=get_backend("cpu"), seed=0, obs="compact")
+    gen = torch.Generator().manual_seed(8)
+    fired = Fired()
+    _check_steps(s, [torch.randint(0, C.NUM_ACTIONS, (n,), generator=gen) for _ in range(3)], gen, env.tables,
+                 kernel_device(device), fired)
+    fired.check(fields=("player_position", "player_direction", "map", "achievements"))
+
+
+def test_run_front_checks_its_inputs() -> None:
+    s = empty_state(2, "cpu")
+    d = game.sample_draws(2, torch.Generator().manual_seed(0), torch.device("cpu"))
+    with pytest.raises(ValueError, match="run_front"):
+        run_front(s, torch.zeros(2, dtype=torch.int32), d)

@@ -142,7 +142,7 @@ if triton is not None:
         valid_move,
     )
 
-    _k = constant
+    _k = constant  # tl.constexpr when compiled, a plain number in the interpreter
 
     # actions
     DO, DESCEND, ASCEND = _k(C.DO), _k(C.ACT["descend"]), _k(C.ACT["ascend"])
@@ -203,6 +203,7 @@ if triton is not None:
     U_CHEST_SWORD = _k(game.U_CHEST_SWORD)
     ORE_CDF0, ORE_CDF1, ORE_CDF2, ORE_CDF3 = (_k(C.f32(v)) for v in game.ORE_CDF)
     TOOL_CDF0, TOOL_CDF1, TOOL_CDF2 = (_k(C.f32(v)) for v in game.TOOL_CDF)
+    # game._chest_loot's and game._do's chances: torches, ore, a potion, arrows, a tool; a sapling in grass
     P_TORCHES, P_ORE, P_POTION, P_ARROWS, P_TOOL, P_SAPLING = (_k(C.f32(v)) for v in (0.6, 0.6, 0.5, 0.25, 0.2, 0.1))
 
     # -- small lane helpers of the front -----------------------------------------------------------
@@ -620,16 +621,17 @@ if triton is not None:
 
 
 def run_front(s: State, act: Tensor, d: dict[str, Tensor]) -> None:
-    """:func:`.game.front` on the states ``s`` in place (their arena), for the actions taken ``act``
-    [N] (:func:`.game.acting`'s) and the step's draws ``d``."""
+    """:func:`.game.front` on the states ``s`` in place (their arena): ``act`` the action taken
+    (int64 [N], :func:`.game.acting`'s) and ``d`` the step's draws (:func:`.game.sample_draws`)."""
     arena = s.arena
     n = arena.shape[0]
     if n == 0:
         return
-    if arena.shape[1] != ROW_BYTES or not arena.is_contiguous():
-        raise ValueError("triton_front.run_front: needs a state's contiguous arena [N, ROW_BYTES]")
-    u = d["u"].contiguous()
-    dirs = d["dirs"].contiguous()
-    _front_kernel[(triton.cdiv(n, BLOCK),)](arena, arena.view(torch.int32), arena.view(torch.float32),
-                                            act.contiguous(), u, dirs, n, BLOCK=BLOCK, num_warps=NUM_WARPS,
-                                            enable_fp_fusion=False)
+    u, dirs = d["u"], d["dirs"]
+    if (arena.shape[1] != ROW_BYTES or not arena.is_contiguous() or not u.is_contiguous() or u.shape != (n, game.NUM_U)
+            or u.dtype != torch.float32 or dirs.shape != (n, 8) or dirs.dtype != torch.int64
+            or not dirs.is_contiguous() or act.shape != (n,) or act.dtype != torch.int64):
+        raise ValueError("triton_front.run_front: needs a contiguous arena [N, ROW_BYTES], act int64 [N], u float32 "
+                         "[N, 33] and dirs int64 [N, 8], contiguous")
+    _front_kernel[(triton.cdiv(n, BLOCK),)](arena, arena.view(torch.int32), arena.view(torch.float32), act, u, dirs,
+                                            n, BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
