@@ -239,6 +239,8 @@ class Scene:
             front = C.NECROMANCER
         elif act == ACT["place_plant"] and r.random() < 0.6:
             front = C.GRASS
+        elif act == ACT["place_torch"] and r.random() < 0.6:  # the blocks that hold an item
+            front = r.choice(list(C.CAN_PLACE_ITEM_BLOCKS))
         elif act in PLACES or act in (C.LEFT, C.RIGHT, C.UP, C.DOWN):
             front = r.choice([C.GRASS, C.SAND, C.PATH, C.FIRE_GRASS, C.ICE_GRASS, C.WATER, C.LAVA, C.STONE,
                               C.TREE, C.WALL, C.GRASS, C.PATH])
