@@ -459,6 +459,46 @@ def test_front_on_the_reference_states(device: str, kernel_device) -> None:  # n
     fired.check(fields=("player_position", "player_direction", "map", "achievements"))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_front_then_tail_is_the_torch_step(device: str, kernel_device) -> None:  # noqa: ANN001
+    """The two halves as Triton, one after the other on the arena (``run_front``, ``run_tail``), then
+    ``game.finish``: the torch step's state and reward, over chained steps of the scenes' actions."""
+    from noeira.envs.craftax_full.triton_tail import run_tail
+
+    dev = kernel_device(device)
+    n = 64
+    env = make_env("craftax", num_envs=n, backend=get_backend("cpu"), seed=9, obs="compact")
+    rng = random.Random(9)
+    gen = torch.Generator().manual_seed(9)
+    actions = _on(list(range(C.NUM_ACTIONS)))
+    tables = game.Tables(dev, env.tables.light)
+    s = env.s
+    fired = Fired()
+    for _ in range(2):
+        for i in range(n):
+            act, lvl = actions(rng)
+            Scene(s, i, lvl, act, rng).build()
+        for _ in range(3):
+            action = torch.randint(0, C.NUM_ACTIONS, (n,), generator=gen)
+            d = game.sample_draws(n, gen, torch.device("cpu"))
+            before = state_of(s.arena.clone())
+            want = state_of(s.arena.clone())
+            reward, done = game.step(want, action, d, env.tables)
+            got = state_of(s.arena.to(dev, copy=True))
+            a = game.acting(got, action.to(dev))
+            init_ach, init_health = got["achievements"].clone(), got["player_health"].clone()
+            dd = {key: v.to(dev) for key, v in d.items()}
+            run_front(got, a, dd)
+            run_tail(got, a, dd)
+            got_reward, got_done = game.finish(got, tables, init_ach, init_health)
+            s.arena.copy_(got.arena.cpu())
+            _jax_torch_light(before, want)  # (the tail leaves the light and item maps alone)
+            assert torch.equal(s.arena, want.arena), _differing(s.arena, want.arena)
+            assert torch.equal(got_reward.cpu(), reward) and torch.equal(got_done.cpu(), done)
+            fired.add(before, s)
+    fired.check(fields=("player_position", "map", "player_food", "player_health"))
+
+
 def test_run_front_checks_its_inputs() -> None:
     s = empty_state(2, "cpu")
     d = game.sample_draws(2, torch.Generator().manual_seed(0), torch.device("cpu"))
