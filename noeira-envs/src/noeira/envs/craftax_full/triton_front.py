@@ -265,7 +265,6 @@ if triton is not None:
         and a furnace for iron) and costs (wood, stone, iron, coal, diamond): at most one recipe
         a step, so the recipe of the lane's action is made if its station is near and its costs
         are met."""
-        table, furnace = _near(a8, r8, lvl, px, py, live)
         pick_ = (act == MAKE_WOOD_PICKAXE) | (act == MAKE_STONE_PICKAXE) | (act == MAKE_IRON_PICKAXE) | (
             act == MAKE_DIAMOND_PICKAXE)
         sword = (act == MAKE_WOOD_SWORD) | (act == MAKE_STONE_SWORD) | (act == MAKE_IRON_SWORD) | (
@@ -279,6 +278,7 @@ if triton is not None:
         diamond_armour = act == MAKE_DIAMOND_ARMOUR
         arrow = act == MAKE_ARROW
         torch_ = act == MAKE_TORCH
+        table, furnace = _near(a8, r8, lvl, px, py, live & (pick_ | sword | iron_armour | diamond_armour | arrow | torch_))
         c_wood = (pick_ | sword | arrow | torch_).to(tl.int32)
         c_stone = (stone_tool | iron_tool | arrow).to(tl.int32)
         c_iron = iron_tool.to(tl.int32) + 3 * iron_armour.to(tl.int32)
@@ -326,8 +326,8 @@ if triton is not None:
         do = live & (act == DO)
         bx = px + dx
         by = py + dy
-        phys, fire, ice = player_damage(a32, r32, live)
-        attacked, _killed = attack(a8, a32, af, r8, r32, lvl, bx, by, phys, fire, ice, True, do, live)
+        phys, fire, ice = player_damage(a32, r32, do)  # (the lanes not doing read and write nothing for it)
+        attacked, _killed = attack(a8, a32, af, r8, r32, lvl, bx, by, phys, fire, ice, True, do, do)
 
         bidx, bok = cell(lvl, bx, by)
         block = ld8(a8, r8, F_MAP + bidx, live)
