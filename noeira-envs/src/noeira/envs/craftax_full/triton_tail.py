@@ -364,7 +364,10 @@ def _spawn_cell(a8, r8, lvl, px, py, need, boss, deep, u_cell, CLS: tl.constexpr
     count = tl.zeros_like(px)
     sx = tl.zeros_like(px)
     sy = tl.zeros_like(px)
-    if tl.max(need.to(tl.int32), axis=0) > 0:  # most steps spawn nothing
+    if tl.max(need.to(tl.int32), axis=0) > 0:  # (the same branch for the whole program)
+        # the tiles spread a lane's cells over other threads than the lane's own, which wrote
+        # mob_map and map before (moves, kills, the previous class's spawn): make those visible
+        tl.debug_barrier()
         for r in range(2 * REACH + 1):
             v, _x, _y = _window_row(a8, r8, lvl, px, py, r - REACH, need, boss, deep, CLS)
             count += tl.sum(v, axis=1)
