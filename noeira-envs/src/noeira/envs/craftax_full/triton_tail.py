@@ -14,7 +14,7 @@ row of the arena in place (:mod:`.triton_lanes`: the views, the field offsets, t
 the player's floor's mob slots addressed at ``player_level``, each rule the torch code's masked
 arithmetic in the same order, so a cell's reads see the writes before them as the torch
 sequence of in-place ops does. The spawn window (the cells at squared distance < 14^2 around the
-player) is scanned one row at a time, twice per class that may spawn: its valid cells counted,
+player) is scanned a few cells of a row at a time, twice per class that may spawn: its valid cells counted,
 then the ``floor(u * count)``-th located. Floats keep the torch code's order, its ``_fma`` is
 ``tl.fma`` and :func:`run_tail` launches with ``enable_fp_fusion=False``.
 
@@ -23,6 +23,8 @@ after the front's; :func:`run_tail` is its launcher (one kernel, in place).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -133,8 +135,12 @@ LEVELS, PLANTS = constant(C.NUM_LEVELS), constant(C.MAX_GROWING_PLANTS)
 KILLS_TO_CLEAR = constant(C.MONSTERS_KILLED_TO_CLEAR_LEVEL)
 REACH = constant(C.MOB_DESPAWN_DISTANCE - 1)
 """The spawn window's half width (its cells are at squared distance < 14^2 from the player)."""
-ROW_TILE = constant(32)
-"""A window row's cells as one tile (27 of them used)."""
+TILE = 32 if os.environ.get("TRITON_INTERPRET", "") == "1" else 8
+"""Cells of a window row a tile holds: 8 compiled (a lane's cells of a tile sit in one thread's
+registers: 16 spilled some at 4 warps, 32 many), a whole row in the interpreter, whose cost is by
+the operation (the tests check 8 there too)."""
+WINDOW_TILE, TILES = constant(TILE), constant(-(-(2 * C.MOB_DESPAWN_DISTANCE - 1) // TILE))
+"""The tile's width and the tiles a window row takes."""
 
 
 # -- the mobs ---------------------------------------------------------------------------------------
@@ -332,11 +338,13 @@ def _player_projectiles(a8, a32, af, r8, r32, live, lvl):
 
 # -- spawning ---------------------------------------------------------------------------------------
 @triton.jit
-def _window_row(a8, r8, lvl, px, py, dx, need, boss, deep, CLS: tl.constexpr):  # noqa: N803
-    """Row ``dx`` of the spawn window as a [BLOCK, ROW_TILE] tile: the cells where a mob of class
-    ``CLS`` may spawn now (in the window and on the map, no mob, the class's block and distance;
-    ``deep``: a deep thing, which spawns in water), and their coordinates."""
-    dy = tl.arange(0, ROW_TILE)[None, :] - REACH
+def _window_tile(a8, r8, lvl, px, py, k, need, boss, deep, CLS: tl.constexpr):  # noqa: N803
+    """Tile ``k`` of the spawn window (row-major: ``TILES`` a row) as a [BLOCK, WINDOW_TILE] tile:
+    the cells where a mob of class ``CLS`` may spawn now (in the window and on the map, no mob,
+    the class's block and distance; ``deep``: a deep thing, which spawns in water), and their
+    coordinates."""
+    dx = k // TILES - REACH
+    dy = (k % TILES) * WINDOW_TILE + tl.arange(0, WINDOW_TILE)[None, :] - REACH
     d2 = dx * dx + dy * dy
     x = px[:, None] + dx
     y = py[:, None] + dy
@@ -368,13 +376,13 @@ def _spawn_cell(a8, r8, lvl, px, py, need, boss, deep, u_cell, CLS: tl.constexpr
         # the tiles spread a lane's cells over other threads than the lane's own, which wrote
         # mob_map and map before (moves, kills, the previous class's spawn): make those visible
         tl.debug_barrier()
-        for r in range(2 * REACH + 1):
-            v, _x, _y = _window_row(a8, r8, lvl, px, py, r - REACH, need, boss, deep, CLS)
+        for k in range((2 * REACH + 1) * TILES):
+            v, _x, _y = _window_tile(a8, r8, lvl, px, py, k, need, boss, deep, CLS)
             count += tl.sum(v, axis=1)
         j = tl.minimum((u_cell * count.to(tl.float32)).to(tl.int32), tl.maximum(count - 1, 0))
         before = tl.zeros_like(px)
-        for r in range(2 * REACH + 1):
-            v, x, y = _window_row(a8, r8, lvl, px, py, r - REACH, need, boss, deep, CLS)
+        for k in range((2 * REACH + 1) * TILES):
+            v, x, y = _window_tile(a8, r8, lvl, px, py, k, need, boss, deep, CLS)
             hit = (v != 0) & ((before[:, None] + tl.cumsum(v, axis=1)) == (j + 1)[:, None])
             sx += tl.sum(tl.where(hit, x, 0), axis=1)
             sy += tl.sum(tl.where(hit, y, 0), axis=1)
