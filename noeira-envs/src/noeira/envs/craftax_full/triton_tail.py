@@ -124,8 +124,8 @@ COLLECTED = constant(sum(1 << i for i, k in enumerate(C.INVENTORY_SCALARS) if f"
 COLLECT_ACH = constant(sum(C.A.get(f"collect_{k}", 0) << (7 * i) for i, k in enumerate(C.INVENTORY_SCALARS)))
 """The ``collect_`` achievement of each inventory scalar (7 bits each; 0 where none; only unpacked at
 compile time, so wider than 64 bits)."""
-PICKAXE_ACH = ln._pack([C.A[f"make_{m}_pickaxe"] for m in ("wood", "stone", "iron", "diamond")], 7)
-SWORD_ACH = ln._pack([C.A[f"make_{m}_sword"] for m in ("wood", "stone", "iron", "diamond")], 7)
+PICKAXE_ACH = ln.pack([C.A[f"make_{m}_pickaxe"] for m in ("wood", "stone", "iron", "diamond")], 7)
+SWORD_ACH = ln.pack([C.A[f"make_{m}_sword"] for m in ("wood", "stone", "iron", "diamond")], 7)
 """``make_<wood..diamond>_<tool>``: the achievement of each tool level 1..4 (7 bits each)."""
 F_INVENTORY_PICKAXE, F_INVENTORY_SWORD = ln.F_INVENTORY_PICKAXE, ln.F_INVENTORY_SWORD
 GRASS, PATH, FIRE_GRASS, ICE_GRASS = ln.GRASS, ln.PATH, ln.FIRE_GRASS, ln.ICE_GRASS
@@ -416,12 +416,6 @@ def _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, mtype, u_cel
 
 
 @triton.jit
-def _chance(codes, lvl):
-    """A floor's spawn chance (float32) from its 3-bit code."""
-    return ln._value(ln.unpack(codes, lvl, 3), ln.CHANCE_1, ln.CHANCE_2, ln.CHANCE_3, ln.CHANCE_4)
-
-
-@triton.jit
 def _spawn(a8, a32, af, r8, r32, e64, live, lvl, px, py, boss, u_p):
     """game._spawn: at most one passive, one melee and one ranged mob near the player (in the boss
     fight: the necromancer's waves, near graves)."""
@@ -430,9 +424,9 @@ def _spawn(a8, a32, af, r8, r32, e64, live, lvl, px, py, boss, u_p):
     wave = boss & (ln.ld32(a32, r32, F_BOSS_TIMESTEPS_TO_SPAWN_THIS_ROUND, live) >= 1)
     coeff = coeff * tl.where(boss, wave.to(tl.int32) * 1000, 1)
     dark = 1.0 - ln.ldf(af, r32, F_LIGHT_LEVEL, live)
-    melee_chance = tl.fma(_chance(ln.CHANCE_NIGHT, lvl), dark * dark, _chance(ln.CHANCE_MELEE, lvl))
+    melee_chance = tl.fma(ln.floor_chance(ln.CHANCE_NIGHT, lvl), dark * dark, ln.floor_chance(ln.CHANCE_MELEE, lvl))
     progress = tl.minimum(tl.maximum(ln.ld32(a32, r32, F_BOSS_PROGRESS, live), 0), LEVELS - 1)
-    go = (ln.uniform(u_p, e64, U_SPAWN, live) < _chance(ln.CHANCE_PASSIVE, lvl)) & ~boss
+    go = (ln.uniform(u_p, e64, U_SPAWN, live) < ln.floor_chance(ln.CHANCE_PASSIVE, lvl)) & ~boss
     _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, ln.unpack(ln.FLOOR_TYPE_P, lvl, 3),
                  ln.uniform(u_p, e64, U_SPAWN_CELL + PASSIVE, live), F_PASSIVE_MOBS_POSITION, F_PASSIVE_MOBS_HEALTH,
                  F_PASSIVE_MOBS_MASK, F_PASSIVE_MOBS_TYPE_ID, 3, PASSIVE, ln.HEALTH_P)
@@ -441,7 +435,7 @@ def _spawn(a8, a32, af, r8, r32, e64, live, lvl, px, py, boss, u_p):
     _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, mtype,
                  ln.uniform(u_p, e64, U_SPAWN_CELL + MELEE, live), F_MELEE_MOBS_POSITION, F_MELEE_MOBS_HEALTH,
                  F_MELEE_MOBS_MASK, F_MELEE_MOBS_TYPE_ID, 3, MELEE, ln.HEALTH_M)
-    go = ln.uniform(u_p, e64, U_SPAWN + 2, live) < _chance(ln.CHANCE_RANGED, lvl) * coeff.to(tl.float32)
+    go = ln.uniform(u_p, e64, U_SPAWN + 2, live) < ln.floor_chance(ln.CHANCE_RANGED, lvl) * coeff.to(tl.float32)
     mtype = tl.where(boss, ln.unpack(ln.FLOOR_TYPE_R, progress, 3), ln.unpack(ln.FLOOR_TYPE_R, lvl, 3))
     _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, mtype,
                  ln.uniform(u_p, e64, U_SPAWN_CELL + RANGED, live), F_RANGED_MOBS_POSITION, F_RANGED_MOBS_HEALTH,
