@@ -2,21 +2,23 @@
 mob classes, spawning, plants, intrinsics, the inventory cap and its achievements.
 
 :mod:`.game` (torch) is the reference: fed the same action taken and variates, :func:`tail` leaves
-the state's arena byte for byte as ``g.enter_level(); game.tail(g, a, d); g.leave_level()`` does
-(``tests/envs/test_craftax_full_triton_tail.py`` checks it in Triton's interpreter on states of
-every floor, the boss fight, mobs of each class next to the player and at range, projectiles,
-sleeping, spawns, ripening plants, the intrinsics' thresholds and full inventories, several steps
-in a row).
+the state's arena byte for byte as ``g.enter_level(); game.tail(g, a, d); g.leave_level()`` does.
+``tests/envs/test_craftax_full_triton_tail.py`` checks it (in Triton's interpreter on a CPU,
+compiled on CUDA) on states of every floor, the boss fight, mobs of each class next to the player
+and at range, projectiles, sleeping, spawns, ripening plants, the intrinsics' thresholds and full
+inventories, several steps in a row.
 
-Why: the torch tail is a few hundred small launches a step (every mob slot is gathered, moved and
+Why: the torch tail is many small launches a step (every mob slot is gathered, moved and
 scattered one by one); here a lane is a world (``BLOCK`` a program) that reads and writes its
 row of the arena in place (:mod:`.triton_lanes`: the views, the field offsets, the shared rules),
 the player's floor's mob slots addressed at ``player_level``, each rule the torch code's masked
 arithmetic in the same order, so a cell's reads see the writes before them as the torch
-sequence of in-place ops does. The spawn window (the cells at squared distance < 14^2 around the
-player) is scanned a few cells of a row at a time, twice per class that may spawn: its valid cells counted,
-then the ``floor(u * count)``-th located. Floats keep the torch code's order, its ``_fma`` is
-``tl.fma`` and :func:`run_tail` launches with ``enable_fp_fusion=False``.
+sequence of in-place ops does. The spawn window (the cells at squared distance < 14^2 around
+the player) is scanned in small tiles of a row (``TILE``), twice per class that may spawn: its
+valid cells counted, then the ``floor(u * count)``-th located; the tiles put a lane's cells in
+other threads than the lane's, so a barrier first makes the lane's earlier writes visible.
+Floats keep the torch code's order, its ``_fma`` is ``tl.fma`` and :func:`run_tail` launches
+with ``enable_fp_fusion=False``.
 
 :func:`tail` is a device function with the signature both halves share, so the lead can fuse it
 after the front's; :func:`run_tail` is its launcher (one kernel, in place).
