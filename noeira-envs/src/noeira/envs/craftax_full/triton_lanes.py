@@ -42,7 +42,7 @@ def _field(name: str) -> object:
     return constant(OFFSETS[name] // STATE_FIELDS[name][1].itemsize)
 
 
-def _pack(values: list[int], bits: int) -> object:
+def pack(values: list[int], bits: int) -> object:
     """``values`` as one integer, ``bits`` bits each (entry ``i`` at bit ``i * bits``)."""
     packed = 0
     for i, v in enumerate(values):
@@ -54,7 +54,7 @@ def _pack(values: list[int], bits: int) -> object:
 
 def _codes(values: list[float], table: tuple[float, ...]) -> object:
     """``values`` as 3-bit codes: their index in ``table`` (whose entry 0 is 0.0)."""
-    return _pack([table.index(v) for v in values], 3)
+    return pack([table.index(v) for v in values], 3)
 
 
 # -- the layout ------------------------------------------------------------------------------------
@@ -178,12 +178,12 @@ def _defense(cls: int) -> tuple[object, ...]:
 
 def _damage(kind: int) -> tuple[object, ...]:
     """The (physical, fire, ice) damage of kind 0 (melee) or 1 (projectile) by type id, 4 bits each."""
-    return tuple(_pack([C.DAMAGE[ty][kind][k] for ty in range(8)], 4) for k in range(3))
+    return tuple(pack([C.DAMAGE[ty][kind][k] for ty in range(8)], 4) for k in range(3))
 
 
 def _by_type(table: tuple, cls: int, bits: int) -> object:
     """``table[type][cls]`` by type id, ``bits`` bits each."""
-    return _pack([table[ty][cls] for ty in range(8)], bits)
+    return pack([table[ty][cls] for ty in range(8)], bits)
 
 
 DEFENSE_P, DEFENSE_M, DEFENSE_R = _defense(C.PASSIVE), _defense(C.MELEE), _defense(C.RANGED)
@@ -195,14 +195,14 @@ DAMAGE_SHOT0, DAMAGE_SHOT1, DAMAGE_SHOT2 = _damage(1)
 HEALTH_P, HEALTH_M, HEALTH_R = (_by_type(C.HEALTH, cls, 5) for cls in (C.PASSIVE, C.MELEE, C.RANGED))
 """A fresh mob's health by type id (5 bits each)."""
 COLLISION_P, COLLISION_M, COLLISION_R = (
-    _pack([C.COLLISION[ty][cls][k] for ty in range(8) for k in range(3)], 1) for cls in (C.PASSIVE, C.MELEE, C.RANGED))
+    pack([C.COLLISION[ty][cls][k] for ty in range(8) for k in range(3)], 1) for cls in (C.PASSIVE, C.MELEE, C.RANGED))
 """Bit ``3 * type + k``: a mob of the class and type is blocked by (ground, water, lava)[k]."""
 MOB_ACHIEVEMENT_P, MOB_ACHIEVEMENT_M, MOB_ACHIEVEMENT_R = (
-    _pack(list(C.MOB_ACHIEVEMENTS[cls]), 7) for cls in (C.PASSIVE, C.MELEE, C.RANGED))
+    pack(list(C.MOB_ACHIEVEMENTS[cls]), 7) for cls in (C.PASSIVE, C.MELEE, C.RANGED))
 """The achievement for killing a mob of the class, by type id (7 bits each)."""
-RANGED_PROJECTILE = _pack(list(C.RANGED_PROJECTILE), 3)
+RANGED_PROJECTILE = pack(list(C.RANGED_PROJECTILE), 3)
 FLOOR_TYPE_P, FLOOR_TYPE_M, FLOOR_TYPE_R = (
-    _pack([C.FLOOR_MOB_TYPES[lv][cls] for lv in range(C.NUM_LEVELS)], 3) for cls in range(3))
+    pack([C.FLOOR_MOB_TYPES[lv][cls] for lv in range(C.NUM_LEVELS)], 3) for cls in range(3))
 """The type id of the (passive, melee, ranged) mobs spawning on each floor (3 bits each)."""
 CHANCE_PASSIVE, CHANCE_MELEE, CHANCE_RANGED, CHANCE_NIGHT = (
     _codes([C.f32(C.FLOOR_SPAWN_CHANCE[lv][k]) for lv in range(C.NUM_LEVELS)], _CHANCE_VALUES) for k in range(4))
@@ -271,7 +271,7 @@ def direction(dirs_p, e64, k, live):
 
 @triton.jit
 def unpack(packed, i, BITS: tl.constexpr):  # noqa: N803
-    """Entry ``i`` (a tensor) of a packed constant table (``_pack``), as int32."""
+    """Entry ``i`` (a tensor) of a packed constant table (``pack``), as int32."""
     return ((packed >> (i.to(tl.int64) * BITS)) & ((1 << BITS) - 1)).to(tl.int32)
 
 
@@ -413,16 +413,22 @@ def towards(x, y, px, py, u_axis):
 
 # -- damage -----------------------------------------------------------------------------------------
 @triton.jit
-def _value(code, V1, V2, V3, V4):  # noqa: N803
-    """The float32 a 3-bit code stands for (0: 0.0)."""
+def coded(code, V1, V2, V3, V4):  # noqa: N803
+    """The float32 a 3-bit code (``_codes``) stands for: ``V1..V4`` (0: 0.0)."""
     return tl.where(code == 1, V1, tl.where(code == 2, V2, tl.where(code == 3, V3, tl.where(code == 4, V4, 0.0))))
 
 
 @triton.jit
+def floor_chance(codes, lvl):
+    """Tables.floor_chance[lvl, k] of the column ``codes`` (``CHANCE_PASSIVE``, ``CHANCE_MELEE``, ...)."""
+    return coded(unpack(codes, lvl, 3), CHANCE_1, CHANCE_2, CHANCE_3, CHANCE_4)
+
+
+@triton.jit
 def _defense3(ty, P0, P1, P2):  # noqa: N803
-    return (_value(unpack(P0, ty, 3), DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4),
-            _value(unpack(P1, ty, 3), DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4),
-            _value(unpack(P2, ty, 3), DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4))
+    return (coded(unpack(P0, ty, 3), DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4),
+            coded(unpack(P1, ty, 3), DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4),
+            coded(unpack(P2, ty, 3), DEFENSE_1, DEFENSE_2, DEFENSE_3, DEFENSE_4))
 
 
 @triton.jit

@@ -2,27 +2,31 @@
 mob classes, spawning, plants, intrinsics, the inventory cap and its achievements.
 
 :mod:`.game` (torch) is the reference: fed the same action taken and variates, :func:`tail` leaves
-the state's arena byte for byte as ``g.enter_level(); game.tail(g, a, d); g.leave_level()`` does
-(``tests/envs/test_craftax_full_triton_tail.py`` checks it in Triton's interpreter on states of
-every floor, the boss fight, mobs of each class next to the player and at range, projectiles,
-sleeping, spawns, ripening plants, the intrinsics' thresholds and full inventories, several steps
-in a row).
+the state's arena byte for byte as ``g.enter_level(); game.tail(g, a, d); g.leave_level()`` does.
+``tests/envs/test_craftax_full_triton_tail.py`` checks it (in Triton's interpreter on a CPU,
+compiled on CUDA) on states of every floor, the boss fight, mobs of each class next to the player
+and at range, projectiles, sleeping, spawns, ripening plants, the intrinsics' thresholds and full
+inventories, several steps in a row.
 
-Why: the torch tail is a few hundred small launches a step (every mob slot is gathered, moved and
+Why: the torch tail is many small launches a step (every mob slot is gathered, moved and
 scattered one by one); here a lane is a world (``BLOCK`` a program) that reads and writes its
 row of the arena in place (:mod:`.triton_lanes`: the views, the field offsets, the shared rules),
 the player's floor's mob slots addressed at ``player_level``, each rule the torch code's masked
 arithmetic in the same order, so a cell's reads see the writes before them as the torch
-sequence of in-place ops does. The spawn window (the cells at squared distance < 14^2 around the
-player) is scanned one row at a time, twice per class that may spawn: its valid cells counted,
-then the ``floor(u * count)``-th located. Floats keep the torch code's order, its ``_fma`` is
-``tl.fma`` and :func:`run_tail` launches with ``enable_fp_fusion=False``.
+sequence of in-place ops does. The spawn window (the cells at squared distance < 14^2 around
+the player) is scanned in small tiles of a row (``TILE``), twice per class that may spawn: its
+valid cells counted, then the ``floor(u * count)``-th located; the tiles put a lane's cells in
+other threads than the lane's, so a barrier first makes the lane's earlier writes visible.
+Floats keep the torch code's order, its ``_fma`` is ``tl.fma`` and :func:`run_tail` launches
+with ``enable_fp_fusion=False``.
 
 :func:`tail` is a device function with the signature both halves share, so the lead can fuse it
 after the front's; :func:`run_tail` is its launcher (one kernel, in place).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -122,8 +126,8 @@ COLLECTED = constant(sum(1 << i for i, k in enumerate(C.INVENTORY_SCALARS) if f"
 COLLECT_ACH = constant(sum(C.A.get(f"collect_{k}", 0) << (7 * i) for i, k in enumerate(C.INVENTORY_SCALARS)))
 """The ``collect_`` achievement of each inventory scalar (7 bits each; 0 where none; only unpacked at
 compile time, so wider than 64 bits)."""
-PICKAXE_ACH = ln._pack([C.A[f"make_{m}_pickaxe"] for m in ("wood", "stone", "iron", "diamond")], 7)
-SWORD_ACH = ln._pack([C.A[f"make_{m}_sword"] for m in ("wood", "stone", "iron", "diamond")], 7)
+PICKAXE_ACH = ln.pack([C.A[f"make_{m}_pickaxe"] for m in ("wood", "stone", "iron", "diamond")], 7)
+SWORD_ACH = ln.pack([C.A[f"make_{m}_sword"] for m in ("wood", "stone", "iron", "diamond")], 7)
 """``make_<wood..diamond>_<tool>``: the achievement of each tool level 1..4 (7 bits each)."""
 F_INVENTORY_PICKAXE, F_INVENTORY_SWORD = ln.F_INVENTORY_PICKAXE, ln.F_INVENTORY_SWORD
 GRASS, PATH, FIRE_GRASS, ICE_GRASS = ln.GRASS, ln.PATH, ln.FIRE_GRASS, ln.ICE_GRASS
@@ -133,8 +137,12 @@ LEVELS, PLANTS = constant(C.NUM_LEVELS), constant(C.MAX_GROWING_PLANTS)
 KILLS_TO_CLEAR = constant(C.MONSTERS_KILLED_TO_CLEAR_LEVEL)
 REACH = constant(C.MOB_DESPAWN_DISTANCE - 1)
 """The spawn window's half width (its cells are at squared distance < 14^2 from the player)."""
-ROW_TILE = constant(32)
-"""A window row's cells as one tile (27 of them used)."""
+TILE = 32 if os.environ.get("TRITON_INTERPRET", "") == "1" else 8
+"""Cells of a window row a tile holds: 8 compiled (a lane's cells of a tile sit in one thread's
+registers: 16 spilled some at 4 warps, 32 many), a whole row in the interpreter, whose cost is by
+the operation (the tests check 8 there too)."""
+WINDOW_TILE, TILES = constant(TILE), constant(-(-(2 * C.MOB_DESPAWN_DISTANCE - 1) // TILE))
+"""The tile's width and the tiles a window row takes."""
 
 
 # -- the mobs ---------------------------------------------------------------------------------------
@@ -332,11 +340,13 @@ def _player_projectiles(a8, a32, af, r8, r32, live, lvl):
 
 # -- spawning ---------------------------------------------------------------------------------------
 @triton.jit
-def _window_row(a8, r8, lvl, px, py, dx, need, boss, deep, CLS: tl.constexpr):  # noqa: N803
-    """Row ``dx`` of the spawn window as a [BLOCK, ROW_TILE] tile: the cells where a mob of class
-    ``CLS`` may spawn now (in the window and on the map, no mob, the class's block and distance;
-    ``deep``: a deep thing, which spawns in water), and their coordinates."""
-    dy = tl.arange(0, ROW_TILE)[None, :] - REACH
+def _window_tile(a8, r8, lvl, px, py, k, need, boss, deep, CLS: tl.constexpr):  # noqa: N803
+    """Tile ``k`` of the spawn window (row-major: ``TILES`` a row) as a [BLOCK, WINDOW_TILE] tile:
+    the cells where a mob of class ``CLS`` may spawn now (in the window and on the map, no mob,
+    the class's block and distance; ``deep``: a deep thing, which spawns in water), and their
+    coordinates."""
+    dx = k // TILES - REACH
+    dy = (k % TILES) * WINDOW_TILE + tl.arange(0, WINDOW_TILE)[None, :] - REACH
     d2 = dx * dx + dy * dy
     x = px[:, None] + dx
     y = py[:, None] + dy
@@ -364,14 +374,17 @@ def _spawn_cell(a8, r8, lvl, px, py, need, boss, deep, u_cell, CLS: tl.constexpr
     count = tl.zeros_like(px)
     sx = tl.zeros_like(px)
     sy = tl.zeros_like(px)
-    if tl.max(need.to(tl.int32), axis=0) > 0:  # most steps spawn nothing
-        for r in range(2 * REACH + 1):
-            v, _x, _y = _window_row(a8, r8, lvl, px, py, r - REACH, need, boss, deep, CLS)
+    if tl.max(need.to(tl.int32), axis=0) > 0:  # (the same branch for the whole program)
+        # the tiles spread a lane's cells over other threads than the lane's own, which wrote
+        # mob_map and map before (moves, kills, the previous class's spawn): make those visible
+        tl.debug_barrier()
+        for k in range((2 * REACH + 1) * TILES):
+            v, _x, _y = _window_tile(a8, r8, lvl, px, py, k, need, boss, deep, CLS)
             count += tl.sum(v, axis=1)
         j = tl.minimum((u_cell * count.to(tl.float32)).to(tl.int32), tl.maximum(count - 1, 0))
         before = tl.zeros_like(px)
-        for r in range(2 * REACH + 1):
-            v, x, y = _window_row(a8, r8, lvl, px, py, r - REACH, need, boss, deep, CLS)
+        for k in range((2 * REACH + 1) * TILES):
+            v, x, y = _window_tile(a8, r8, lvl, px, py, k, need, boss, deep, CLS)
             hit = (v != 0) & ((before[:, None] + tl.cumsum(v, axis=1)) == (j + 1)[:, None])
             sx += tl.sum(tl.where(hit, x, 0), axis=1)
             sy += tl.sum(tl.where(hit, y, 0), axis=1)
@@ -405,12 +418,6 @@ def _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, mtype, u_cel
 
 
 @triton.jit
-def _chance(codes, lvl):
-    """A floor's spawn chance (float32) from its 3-bit code."""
-    return ln._value(ln.unpack(codes, lvl, 3), ln.CHANCE_1, ln.CHANCE_2, ln.CHANCE_3, ln.CHANCE_4)
-
-
-@triton.jit
 def _spawn(a8, a32, af, r8, r32, e64, live, lvl, px, py, boss, u_p):
     """game._spawn: at most one passive, one melee and one ranged mob near the player (in the boss
     fight: the necromancer's waves, near graves)."""
@@ -419,9 +426,9 @@ def _spawn(a8, a32, af, r8, r32, e64, live, lvl, px, py, boss, u_p):
     wave = boss & (ln.ld32(a32, r32, F_BOSS_TIMESTEPS_TO_SPAWN_THIS_ROUND, live) >= 1)
     coeff = coeff * tl.where(boss, wave.to(tl.int32) * 1000, 1)
     dark = 1.0 - ln.ldf(af, r32, F_LIGHT_LEVEL, live)
-    melee_chance = tl.fma(_chance(ln.CHANCE_NIGHT, lvl), dark * dark, _chance(ln.CHANCE_MELEE, lvl))
+    melee_chance = tl.fma(ln.floor_chance(ln.CHANCE_NIGHT, lvl), dark * dark, ln.floor_chance(ln.CHANCE_MELEE, lvl))
     progress = tl.minimum(tl.maximum(ln.ld32(a32, r32, F_BOSS_PROGRESS, live), 0), LEVELS - 1)
-    go = (ln.uniform(u_p, e64, U_SPAWN, live) < _chance(ln.CHANCE_PASSIVE, lvl)) & ~boss
+    go = (ln.uniform(u_p, e64, U_SPAWN, live) < ln.floor_chance(ln.CHANCE_PASSIVE, lvl)) & ~boss
     _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, ln.unpack(ln.FLOOR_TYPE_P, lvl, 3),
                  ln.uniform(u_p, e64, U_SPAWN_CELL + PASSIVE, live), F_PASSIVE_MOBS_POSITION, F_PASSIVE_MOBS_HEALTH,
                  F_PASSIVE_MOBS_MASK, F_PASSIVE_MOBS_TYPE_ID, 3, PASSIVE, ln.HEALTH_P)
@@ -430,7 +437,7 @@ def _spawn(a8, a32, af, r8, r32, e64, live, lvl, px, py, boss, u_p):
     _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, mtype,
                  ln.uniform(u_p, e64, U_SPAWN_CELL + MELEE, live), F_MELEE_MOBS_POSITION, F_MELEE_MOBS_HEALTH,
                  F_MELEE_MOBS_MASK, F_MELEE_MOBS_TYPE_ID, 3, MELEE, ln.HEALTH_M)
-    go = ln.uniform(u_p, e64, U_SPAWN + 2, live) < _chance(ln.CHANCE_RANGED, lvl) * coeff.to(tl.float32)
+    go = ln.uniform(u_p, e64, U_SPAWN + 2, live) < ln.floor_chance(ln.CHANCE_RANGED, lvl) * coeff.to(tl.float32)
     mtype = tl.where(boss, ln.unpack(ln.FLOOR_TYPE_R, progress, 3), ln.unpack(ln.FLOOR_TYPE_R, lvl, 3))
     _spawn_class(a8, a32, af, r8, r32, live, lvl, px, py, boss, go, mtype,
                  ln.uniform(u_p, e64, U_SPAWN_CELL + RANGED, live), F_RANGED_MOBS_POSITION, F_RANGED_MOBS_HEALTH,
