@@ -114,7 +114,6 @@ if triton is not None:
         RIPE_PLANT,
         WATER,
         W,
-        _pack,
         action_step,
         attack,
         bit,
@@ -129,6 +128,7 @@ if triton is not None:
         ld32,
         ldf,
         max_food,
+        pack,
         pick,
         player_damage,
         set_ach,
@@ -182,12 +182,12 @@ if triton is not None:
     A_DRINK_POTION = _k(C.A["drink_potion"])
     A_LEARN_FIREBALL, A_LEARN_ICEBALL = _k(C.A["learn_fireball"]), _k(C.A["learn_iceball"])
     A_ENCHANT_SWORD, A_ENCHANT_ARMOUR = _k(C.A["enchant_sword"]), _k(C.A["enchant_armour"])
-    LEVEL_ACHIEVEMENT = _pack(list(C.LEVEL_ACHIEVEMENTS), 7)
+    LEVEL_ACHIEVEMENT = pack(list(C.LEVEL_ACHIEVEMENTS), 7)
     """The achievement for entering each floor (7 bits a floor)."""
     # floors, projectiles, attributes
     LEVELS = _k(C.NUM_LEVELS)
     CLEAR_KILLS, BOSS_SPAWN_TURNS = _k(C.MONSTERS_KILLED_TO_CLEAR_LEVEL), _k(C.BOSS_FIGHT_SPAWN_TURNS)
-    DARK_INDEX = _pack([C.DARK_LEVELS.index(lv) + 1 if lv in C.DARK_LEVELS else 0 for lv in range(C.NUM_LEVELS)], 3)
+    DARK_INDEX = pack([C.DARK_LEVELS.index(lv) + 1 if lv in C.DARK_LEVELS else 0 for lv in range(C.NUM_LEVELS)], 3)
     """Each floor's light map among the dark floors' plus one (0: a bright floor, no light map; 3 bits a floor)."""
     ARROW2, FIREBALL, ICEBALL = _k(C.ARROW2), _k(C.FIREBALL), _k(C.ICEBALL)
     MAX_ATTRIBUTE = _k(C.MAX_ATTRIBUTE)
