@@ -301,6 +301,20 @@ def _torch_light(device: torch.device) -> Tensor:
 
 
 # -- smooth floors -----------------------------------------------------------------------------------
+@functools.cache
+def proximity(device: torch.device) -> tuple[Tensor, Tensor]:
+    """What the distance from the spawn adds to the water and the mountain noise of each smooth
+    floor, [1, 6, 48, 48] float32 each (made once per device; the Triton kernels read them too)."""
+    def cfg(key: str) -> Tensor:
+        return _config_tensor(key, device, torch.float32).view(1, 6, 1, 1)
+
+    rows = torch.arange(W, device=device)
+    dist = torch.sqrt(((rows.view(-1, 1) - SPAWN[0]) ** 2 + (rows.view(1, -1) - SPAWN[1]) ** 2).float())
+    water = torch.minimum((dist / cfg("water_strength")).clamp(min=0.0), cfg("water_max"))
+    mountain = torch.minimum((dist / cfg("mountain_strength")).clamp(min=0.0), cfg("mountain_max"))
+    return water, mountain
+
+
 def smooth_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The six smooth floors of each world: (map [k, 6, 48, 48] uint8, item map, light map float32,
     ladder down [k, 6] flat index, ladder up [k, 6] flat index)."""
@@ -311,11 +325,7 @@ def smooth_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor,
         return _config_tensor(key, dev, dtype).view(1, 6, 1, 1)
 
     rows = torch.arange(W, device=dev)
-    dist = torch.sqrt(((rows.view(-1, 1) - SPAWN[0]) ** 2 + (rows.view(1, -1) - SPAWN[1]) ** 2).float())
-    prox_water = torch.minimum((dist / cfg("water_strength", torch.float32)).clamp(min=0.0),
-                               cfg("water_max", torch.float32))
-    prox_mountain = torch.minimum((dist / cfg("mountain_strength", torch.float32)).clamp(min=0.0),
-                                  cfg("mountain_max", torch.float32))
+    prox_water, prox_mountain = proximity(dev)
 
     water = perlin(d["angles_water"], NOISE_RES["water"], W) + prox_water - 1.0
     mp = torch.where(water > cfg("water_thr", torch.float32), cfg("sea"), cfg("default"))
@@ -464,6 +474,14 @@ def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
     for key, a, b in (("down_ladders", sdown, ddown), ("up_ladders", sup, dup)):
         s[key][:, sl] = torch.stack([a // W, a % W], -1).int()
         s[key][:, dl] = torch.stack([b // W, b % W], -1).int()
+    fill_constants(s, light0)
+    s["potion_mapping"].copy_(u.argsort(-1).int())
+    return s
+
+
+def fill_constants(s: State, light0: float) -> None:
+    """The fields every initial state starts with alike (on zeroed states; the Triton kernels
+    copy a row made by it)."""
     s["monsters_killed"][:, 0] = 10  # the first ladder starts open
     s["player_position"][:, 0], s["player_position"][:, 1] = SPAWN
     s["player_direction"].fill_(UP)
@@ -476,10 +494,8 @@ def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
         s[f"{group}.health"].fill_(1.0)
     s["mob_projectile_directions"].fill_(1)
     s["player_projectile_directions"].fill_(1)
-    s["potion_mapping"].copy_(u.argsort(-1).int())
     s["boss_timesteps_to_spawn_this_round"].fill_(BOSS_FIGHT_SPAWN_TURNS)
     s["light_level"].fill_(light0)
-    return s
 
 
 def generate(k: int, generator: torch.Generator, device: torch.device, light0: float) -> State:

@@ -1,0 +1,75 @@
+"""The full game's world generation as Triton kernels (``noeira.envs.craftax_full.triton_worldgen``)
+against the torch path (``craftax_full.worldgen``, itself checked against the JAX reference in
+test_craftax_full.py): fed the same draws, keyed (``keyed_draws``: the env's worlds) or from a
+generator (``sample_world_draws``), the kernels give the torch path's floors and states bit for
+bit, every leaf and every byte of a state's row.
+
+On a CPU the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, which conftest.py sets
+before Triton is imported; slow, ~0.1 s a floor, so the CPU cases make 16 worlds); on CUDA they
+are compiled and the cases make 512.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="the world generation kernels need Triton (pip install triton)")
+
+from noeira.envs.craftax_full import triton_worldgen as tw  # noqa: E402
+from noeira.envs.craftax_full import worldgen as wg  # noqa: E402
+from noeira.envs.craftax_full.constants import DARK_LEVELS, MAP_SIZE, STONE  # noqa: E402
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _worlds(dev: torch.device) -> int:
+    return 16 if dev.type == "cpu" else 512
+
+
+def _draws(kind: str, k: int, dev: torch.device) -> dict[str, torch.Tensor]:
+    """``k`` worlds' draws: keyed as the env's queue and its resets number them (two keys, high
+    serial words), or from a generator."""
+    if kind == "keyed":
+        half = k // 2
+        key = torch.tensor([0x5EED], device=dev)
+        a = wg.keyed_draws(key, torch.full((half,), wg.QUEUE_STREAM, device=dev),
+                           torch.arange(half, device=dev) + (1 << 33))
+        b = wg.keyed_draws(key + 1, torch.arange(k - half, device=dev), torch.full((k - half,), 3, device=dev))
+        return {name: torch.cat([a[name], b[name]]) for name in a}
+    return wg.sample_world_draws(k, torch.Generator(device=dev).manual_seed(5), dev)
+
+
+def _same(got: tuple[torch.Tensor, ...], want: tuple[torch.Tensor, ...], names: tuple[str, ...]) -> None:
+    for name, g, w in zip(names, got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, name
+        differ = int((g != w).sum())
+        assert differ == 0, f"{name}: {differ} elements differ"
+
+
+@pytest.mark.parametrize("kind", ["keyed", "sampled"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_smooth_floors_kernel_gives_the_torch_floors(device: str, kind: str, kernel_device) -> None:  # noqa: ANN001
+    """The smooth floors' kernel gives ``smooth_floors``' blocks, items, light and ladders, on
+    worlds that show the reference's quirks: a dark floor's ladder up near an edge (its light
+    patch wrapped), the graveyard's stone at (0, 0), lava glowing."""
+    dev = kernel_device(device)
+    draws = _draws(kind, _worlds(dev), dev)
+    want = wg.smooth_floors(draws)
+    _same(tw.smooth_floors(draws), want, ("map", "item", "light", "down", "up"))
+    mp, _, light, _, up = want
+    dark = [wg.SMOOTH_LEVELS.index(lv) for lv in DARK_LEVELS]
+    near_edge = (up[:, dark] // MAP_SIZE < 4) | (up[:, dark] % MAP_SIZE < 4)
+    assert bool(near_edge.any()), "no ladder up near an edge: the sample misses the wrapped light patch"
+    assert bool((mp[:, wg.SMOOTH_LEVELS.index(8), 0, 0] == STONE).all())
+    assert bool(((light > 0) & (light < 1)).any())
+
+
+@pytest.mark.parametrize("kind", ["keyed", "sampled"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_dungeon_floors_kernel_gives_the_torch_floors(device: str, kind: str, kernel_device) -> None:  # noqa: ANN001
+    """The dungeon floors' kernel gives ``dungeon_floors``' blocks, items and ladders."""
+    dev = kernel_device(device)
+    draws = _draws(kind, _worlds(dev), dev)
+    _same(tw.dungeon_floors(draws), wg.dungeon_floors(draws), ("map", "item", "down", "up"))
