@@ -73,3 +73,48 @@ def test_dungeon_floors_kernel_gives_the_torch_floors(device: str, kind: str, ke
     dev = kernel_device(device)
     draws = _draws(kind, _worlds(dev), dev)
     _same(tw.dungeon_floors(draws), wg.dungeon_floors(draws), ("map", "item", "down", "up"))
+
+
+LIGHT0 = 0.6180339  # any float32 value: the kernels write what they are given
+
+
+@pytest.mark.parametrize("kind", ["keyed", "sampled"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_worlds_kernel_writes_the_torch_states(device: str, kind: str, kernel_device) -> None:  # noqa: ANN001
+    """``worlds_kernel`` writes ``world_from_draws``' states (torch path) into the rows named of an
+    arena full of junk, every byte of those rows (every leaf equal, the padding too), and leaves
+    the other rows alone; ``world_from_draws(kernel=True)`` gives the same states."""
+    from noeira.envs.craftax_full.state import ROW_BYTES, STATE_FIELDS, state_of
+
+    dev = kernel_device(device)
+    k = _worlds(dev)
+    draws = _draws(kind, k, dev)
+    want = wg.world_from_draws(draws, LIGHT0, kernel=False)
+    size = 2 * k + 3
+    arena = torch.randint(0, 256, (size, ROW_BYTES), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
+    arena = arena.to(dev)
+    before = arena.clone()
+    rows = torch.randperm(size, generator=torch.Generator().manual_seed(3))[:k].to(dev)
+    tw.worlds_kernel()(draws, LIGHT0, arena, rows)
+    got = state_of(arena.index_select(0, rows))
+    for key in STATE_FIELDS:
+        assert torch.equal(got[key], want[key]), f"{key} differs"
+    assert torch.equal(got.arena, want.arena), "a byte between the fields differs"
+    others = torch.ones(size, dtype=torch.bool, device=dev)
+    others[rows] = False
+    assert torch.equal(arena[others], before[others]), "a row not named was written"
+    if kind == "keyed":  # the same states through world_from_draws' kernel path
+        assert torch.equal(wg.world_from_draws(draws, LIGHT0, kernel=True).arena, want.arena)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_generate_keyed_through_the_kernels(device: str, kernel_device) -> None:  # noqa: ANN001
+    """``generate_keyed`` with the kernels, in chunks (each written straight into its rows), gives
+    the torch path's states."""
+    dev = kernel_device(device)
+    k = 10 if dev.type == "cpu" else 600
+    key = torch.tensor([99], device=dev)
+    stream, serial = torch.full((k,), wg.QUEUE_STREAM, device=dev), torch.arange(k, device=dev) * 7
+    want = wg.generate_keyed(key, stream, serial, LIGHT0, chunk=k, kernel=False)
+    got = wg.generate_keyed(key, stream, serial, LIGHT0, chunk=k // 3, kernel=True)
+    assert torch.equal(got.arena, want.arena)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -74,7 +75,7 @@ from noeira.envs.craftax_full.constants import (
     WATER,
     torch_light_map,
 )
-from noeira.envs.craftax_full.state import State, empty_state
+from noeira.envs.craftax_full.state import ROW_BYTES, State, empty_state, state_of
 
 __all__ = ["DUNGEON_CONFIGS", "DUNGEON_LEVELS", "SMOOTH_CONFIGS", "SMOOTH_LEVELS", "generate", "perlin",
            "pick", "sample_world_draws", "world_from_draws"]
@@ -261,17 +262,35 @@ def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor, kernel: bool | None
     return out
 
 
-def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, chunk: int = 256) -> State:
+def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, chunk: int = 256,
+                   kernel: bool | None = None) -> State:
     """The initial states of the worlds numbered ``(stream[i], serial[i])`` (:func:`keyed_draws`),
-    ``chunk`` at a time (a world's draws take ~0.7 MB of int64 scratch)."""
-    k = stream.shape[0]
+    ``chunk`` at a time (a world's draws take ~0.4 MB, and ~0.7 MB of int64 scratch on the torch
+    path); ``kernel`` as :func:`world_from_draws`' (the Triton kernels write each chunk's worlds
+    straight into the states' rows)."""
+    k, dev = stream.shape[0], stream.device
     if k <= chunk:
-        return world_from_draws(keyed_draws(key, stream, serial), light0)
-    s = empty_state(k, stream.device)
+        return world_from_draws(keyed_draws(key, stream, serial), light0, kernel)
+    write = _worlds_kernel(kernel, dev)
+    s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev)) if write else empty_state(k, dev)
+    rows = torch.arange(k, device=dev) if write else None
     for i in range(0, k, chunk):
-        s.arena[i:i + chunk].copy_(world_from_draws(keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk]),
-                                                    light0).arena)
+        draws = keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk])
+        if write is not None:
+            write(draws, light0, s.arena, rows[i:i + chunk])
+        else:
+            s.arena[i:i + chunk].copy_(world_from_draws(draws, light0, kernel=False).arena)
     return s
+
+
+def _worlds_kernel(kernel: bool | None, device: torch.device) -> Callable[..., None] | None:
+    """:func:`.triton_worldgen.worlds_kernel` where ``kernel`` asks for it (None: on CUDA) and
+    Triton imports, else None (the torch ops)."""
+    if not (kernel or (kernel is None and device.type == "cuda")):
+        return None
+    from noeira.envs.craftax_full.triton_worldgen import worlds_kernel
+
+    return worlds_kernel()
 
 
 @functools.cache
@@ -456,11 +475,18 @@ def dungeon_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor
 
 
 # -- worlds ---------------------------------------------------------------------------------------
-def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
+def world_from_draws(draws: dict[str, Tensor], light0: float, kernel: bool | None = None) -> State:
     """Initial states (the layout of :mod:`.state`) of the worlds ``draws`` describe (``light0``:
-    the light level at timestep 0)."""
+    the light level at timestep 0). ``kernel``: Triton kernels write the states
+    (:mod:`.triton_worldgen`, the same bytes; None: on CUDA where Triton imports), else the torch
+    ops below (the reference of the kernels)."""
     u = draws["u_potion"]
     k, dev = u.shape[0], u.device
+    write = _worlds_kernel(kernel, dev)
+    if write is not None:
+        s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev))  # the kernels write every byte
+        write(draws, light0, s.arena, torch.arange(k, device=dev))
+        return s
     smap, sitem, slight, sdown, sup = smooth_floors(draws)
     dmap, ditem, ddown, dup = dungeon_floors(draws)
     s = empty_state(k, dev)
