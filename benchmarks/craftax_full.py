@@ -216,10 +216,12 @@ def bench_jax(n: int, min_time: float) -> float | None:
     return n / time_calls(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2, max_chunk=200)[0]
 
 
-def bench_worldgen(k: int, backend: str, min_time: float, kernel: bool | None = None) -> float:
+def bench_worldgen(k: int, backend: str, min_time: float, kernel: bool | None = None,
+                   worlds_only: bool = False) -> float:
     """Seconds per world of noeira's keyed world generation (the draws and the nine floors), ``k``
     worlds a call, as the queue's refill and on-demand resets call it; ``kernel``: the Triton
-    kernels write the worlds (True), the torch ops (False), or the device's default (None)."""
+    kernels write the worlds (True), the torch ops (False), or the device's default (None);
+    ``worlds_only``: ``world_from_draws`` alone, from draws made once."""
     from noeira.envs.craftax_full import worldgen
 
     be = get_backend(backend)
@@ -227,8 +229,13 @@ def bench_worldgen(k: int, backend: str, min_time: float, kernel: bool | None = 
     stream = torch.zeros(k, dtype=torch.int64, device=be.device)
     serial = torch.arange(k, device=be.device)
     chunk = 2048 if be.device.type == "cuda" else 256
-    seconds, _ = time_calls(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk, kernel=kernel),
-                            be.synchronize, min_time, warmup=1, max_chunk=200)
+    if worlds_only:
+        draws = worldgen.keyed_draws(key, stream, serial)
+        seconds, _ = time_calls(lambda: worldgen.world_from_draws(draws, 0.5, kernel), be.synchronize, min_time,
+                                warmup=1, max_chunk=200)
+    else:
+        seconds, _ = time_calls(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk, kernel=kernel),
+                                be.synchronize, min_time, warmup=1, max_chunk=200)
     return seconds / k
 
 
@@ -287,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="what --worldgen times: auto (the device's default), torch (torch ops), triton (the Triton "
                         "kernels of triton_worldgen; on a CPU only under TRITON_INTERPRET=1); with torch and triton "
                         "also whether they make the same worlds")
+    p.add_argument("--worldgen-warps", default=None, metavar="SxD,SxD",
+                   help="warps of the Triton world kernels timed by --worldgen (smooth x dungeon floors; default: "
+                        "triton_worldgen.LAUNCH's)")
     p.add_argument("--obs-kernel", default=None, metavar="N,N",
                    help="only time the compact observation at N envs: the torch path (render.compact) against the "
                         "Triton kernel (triton_obs; on a CPU only under TRITON_INTERPRET=1)")
@@ -391,17 +401,29 @@ def worldgen_main(a: argparse.Namespace) -> int:
     unknown = set(kinds) - {"auto", "torch", "triton"}
     if unknown:
         raise SystemExit(f"--worldgen-kernel: unknown {sorted(unknown)} (auto, torch, triton)")
+    from noeira.envs.craftax_full import triton_worldgen
+
+    default = triton_worldgen.LAUNCH.copy()
+    warps = [tuple(int(v) for v in x.split("x")) for x in a.worldgen_warps.split(",")] if a.worldgen_warps else [
+        (default["smooth_warps"], default["dungeon_warps"])]
+    variants = [(f"{kind} {s}x{d}" if kind == "triton" else kind, kind, (s, d))
+                for kind in kinds for s, d in (warps if kind == "triton" else warps[:1])]
     table.add_column("worlds a call", justify="right")
-    for kind in kinds:
-        table.add_column(f"noeira (keyed, {kind})", justify="right")
+    for label, _, _ in variants:
+        table.add_column(f"noeira {label}: keyed / worlds only", justify="right")
     table.add_column("JAX reset (jit, vmap)", justify="right")
     for k in (int(x) for x in a.worldgen.split(",")):
-        ours = [bench_worldgen(k, a.backend, min_time, {"auto": None, "torch": False, "triton": True}[kind])
-                for kind in kinds]
+        cells = []
+        for label, kind, (s, d) in variants:
+            triton_worldgen.LAUNCH.update(smooth_warps=s, dungeon_warps=d)
+            kernel = {"auto": None, "torch": False, "triton": True}[kind]
+            keyed = bench_worldgen(k, a.backend, min_time, kernel)
+            alone = bench_worldgen(k, a.backend, min_time, kernel, worlds_only=True)
+            cells.append(f"{1e3 * keyed:.4f} / {1e3 * alone:.4f}")
+            console.print(f"  k={k}: noeira {label} {1e3 * keyed:.4f} ms/world keyed, {1e3 * alone:.4f} worlds only")
+        triton_worldgen.LAUNCH.update(default)
         ref = bench_jax_worldgen(k, min_time) if k <= a.jax_max else None
-        table.add_row(f"{k:,}", *(f"{1e3 * t:.4f}" for t in ours), "-" if ref is None else f"{1e3 * ref:.3f}")
-        line = ", ".join(f"{kind} {1e3 * t:.4f}" for kind, t in zip(kinds, ours, strict=True))
-        console.print(f"  k={k}: noeira {line} ms/world" + ("" if ref is None else f", jax {1e3 * ref:.3f}"))
+        table.add_row(f"{k:,}", *cells, "-" if ref is None else f"{1e3 * ref:.3f}")
     console.print(table)
     if {"torch", "triton"} <= set(kinds):
         k = min(int(x) for x in a.worldgen.split(","))

@@ -54,14 +54,18 @@ try:  # optional: without Triton the torch path generates the worlds
     import triton
     import triton.language as tl
 
-    from noeira.envs.craftax.triton_worldgen import _norm, _perlin_at, _range
+    from noeira.envs.craftax.triton_worldgen import _norm, _perlin_at
 except ImportError:
     triton = None
 
-__all__ = ["NUM_WARPS", "dungeon_floors", "smooth_floors", "worlds_kernel"]
+__all__ = ["LAUNCH", "dungeon_floors", "smooth_floors", "worlds_kernel"]
 
-NUM_WARPS = 8
-"""Warps of a floor's program (its [64, 64] tile: 16 cells a thread)."""
+LAUNCH = {"smooth_warps": 16, "dungeon_warps": 16}
+"""Warps of a floor's program (its [64, 64] tile: 8 cells a thread at 16 warps), read at each
+launch (``benchmarks/craftax_full.py --worldgen-warps`` times others). Built offline for sm_90
+(Triton 3.9, 2026-12-07) the smooth kernel takes 255 registers and spills at 4 warps, 192 at 8,
+103 at 16; the dungeon kernel 168, 138, 109: one program a multiprocessor at 8 or 16 warps.
+Not yet timed on a GPU."""
 REST_BLOCK = 1024
 """Words of the row a program of the rest kernel copies at once."""
 
@@ -221,8 +225,7 @@ if triton is not None:
         """A noise field of the floor, normalised to [0, 1] (its minimum and maximum over the
         tile: the cells past the floor repeat cells of it)."""
         noise = _perlin_at(cos_p, sin_p, x, y, R0, R1, _W)
-        lo, hi = _range(noise, 1.0e30, -1.0e30)
-        return _norm(noise, lo, hi)
+        return _norm(noise, tl.min(tl.min(noise, axis=1), axis=0), tl.max(tl.max(noise, axis=1), axis=0))
 
     @triton.jit
     def _smooth_kernel(cw, sw, cm, sm, cp, sp, ct, st, u_tree, u_tree_ws, u_ore, u_ore_ws, u_lad, u_lad_ws,
@@ -452,7 +455,7 @@ def _launch_smooth(draws: dict[str, Tensor], rows: Tensor, outs: Tensor, map_: T
     _smooth_kernel[(k, len(wg.SMOOTH_LEVELS))](
         *_gradient_args(draws), *_world_draws(draws, SMOOTH_DRAWS), t["ints"], t["floats"], t["proximity"],
         t["torch_light"], rows, outs, map_, item, light, ladders, map_.stride(0), item.stride(0), light.stride(0),
-        ladders.stride(0), PAIRS=pairs, num_warps=NUM_WARPS, enable_fp_fusion=False)
+        ladders.stride(0), PAIRS=pairs, num_warps=LAUNCH["smooth_warps"], enable_fp_fusion=False)
 
 
 def _launch_dungeon(draws: dict[str, Tensor], rows: Tensor, outs: Tensor, map_: Tensor, item: Tensor,
@@ -460,7 +463,8 @@ def _launch_dungeon(draws: dict[str, Tensor], rows: Tensor, outs: Tensor, map_: 
     k, dev = rows.shape[0], rows.device
     _dungeon_kernel[(k, len(wg.DUNGEON_LEVELS))](
         *_world_draws(draws, DUNGEON_DRAWS), _tables(dev)["dungeon"], rows, outs, map_, item, ladders,
-        map_.stride(0), item.stride(0), ladders.stride(0), PAIRS=pairs, num_warps=NUM_WARPS, enable_fp_fusion=False)
+        map_.stride(0), item.stride(0), ladders.stride(0), PAIRS=pairs, num_warps=LAUNCH["dungeon_warps"],
+        enable_fp_fusion=False)
 
 
 def smooth_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
