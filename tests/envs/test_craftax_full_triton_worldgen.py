@@ -83,12 +83,14 @@ LIGHT0 = 0.6180339  # any float32 value: the kernels write what they are given
 def test_worlds_kernel_writes_the_torch_states(device: str, kind: str, kernel_device) -> None:  # noqa: ANN001
     """``worlds_kernel`` writes ``world_from_draws``' states (torch path) into the rows named of an
     arena full of junk, every byte of those rows (every leaf equal, the padding too), and leaves
-    the other rows alone; ``world_from_draws(kernel=True)`` gives the same states."""
+    the other rows alone; ``world_from_draws(kernel=True)`` gives the same states. Two worlds'
+    potion draws tie (equal draws keep their order)."""
     from noeira.envs.craftax_full.state import ROW_BYTES, STATE_FIELDS, state_of
 
     dev = kernel_device(device)
     k = _worlds(dev)
     draws = _draws(kind, k, dev)
+    draws["u_potion"][:2] = torch.tensor([[0.5, 0.25, 0.5, 0.25, 0.125, 0.5], [0.75] * 6], device=dev)
     want = wg.world_from_draws(draws, LIGHT0, kernel=False)
     size = 2 * k + 3
     arena = torch.randint(0, 256, (size, ROW_BYTES), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))

@@ -31,10 +31,9 @@ lava's glow, the walls next to a room), the program stores its tile into its own
 cells first (the item bytes, the block bytes), then reads them back after a barrier.
 
 Checked against the torch path on many keyed worlds, every state leaf byte for byte, on a
-CPU in Triton's interpreter (``tests/envs/test_craftax_full_triton_worldgen.py``). The potion
-mapping breaks ties among equal draws by index (the torch ``argsort`` leaves them unordered;
-a tie has a chance of ~2^-29 a world). Capture-safe: fixed grids, tables made once per device,
-no host sync.
+CPU in Triton's interpreter (``tests/envs/test_craftax_full_triton_worldgen.py``; the potion
+mapping's ties, equal draws in index order as the torch path's stable ``argsort``, by a case
+of its own). Capture-safe: fixed grids, tables made once per device, no host sync.
 """
 
 from __future__ import annotations
@@ -419,7 +418,8 @@ if triton is not None:
     @triton.jit
     def _rest_kernel(template, u_potion, u_potion_ws, rows_p, words, BLOCK: tl.constexpr):  # noqa: N803
         """The row of world ``program_id(0)`` besides its floors: the template's words (the mob
-        map, the scalars), the potion mapping (``argsort`` of the draws, ties by index)."""
+        map, the scalars), the potion mapping (the stable ``argsort`` of the draws: a draw's rank
+        counts the smaller ones and the equal ones before it)."""
         w = tl.program_id(0).to(tl.int64)
         dst = words + tl.load(rows_p + w).to(tl.int64) * _ROW_W
         for start in tl.range(_MOB_W, _LIGHT_W, BLOCK):

@@ -501,7 +501,7 @@ def world_from_draws(draws: dict[str, Tensor], light0: float, kernel: bool | Non
         s[key][:, sl] = torch.stack([a // W, a % W], -1).int()
         s[key][:, dl] = torch.stack([b // W, b % W], -1).int()
     fill_constants(s, light0)
-    s["potion_mapping"].copy_(u.argsort(-1).int())
+    s["potion_mapping"].copy_(u.argsort(dim=-1, stable=True).int())  # equal draws in index order, on every device
     return s
 
 
