@@ -120,3 +120,32 @@ def test_generate_keyed_through_the_kernels(device: str, kernel_device) -> None:
     want = wg.generate_keyed(key, stream, serial, LIGHT0, chunk=k, kernel=False)
     got = wg.generate_keyed(key, stream, serial, LIGHT0, chunk=k // 3, kernel=True)
     assert torch.equal(got.arena, want.arena)
+
+
+def test_env_makes_its_worlds_through_the_kernels(kernel_device) -> None:  # noqa: ANN001
+    """The env with ``worldgen_kernel = "triton"`` (here in Triton's interpreter) has the torch
+    env's worlds: at reset, in its queue, and in the envs that die and take the queue's next
+    world; the step with the kernels' launches in it stays capture-safe
+    (``noeira.core.testing.capture``)."""
+    from noeira.core import make_env
+    from noeira.core.testing import CaptureHazards, format_hazards
+
+    kernel_device("cpu")
+    envs = [make_env("craftax", num_envs=2, backend="cpu", seed=0, obs="compact", resets="queue", queue_size=3,
+                     queue_refill=1, worldgen_kernel=kind) for kind in ("torch", "triton")]
+    assert envs[1]._world_kernel and envs[0]._world_kernel is False
+    assert torch.equal(envs[0].s.arena, envs[1].s.arena)
+    det = CaptureHazards()
+    action = torch.zeros(2, dtype=torch.long)
+    for t in range(3):
+        results = []
+        for i, env in enumerate(envs):
+            state = env.get_state()
+            state["player_health"][t % 2] = 0.0  # one env dies this step and takes the queue's next world
+            env.set_state(state)
+            with det if i == 1 and t > 0 else torch.no_grad():
+                results.append(env.step(action))
+        assert torch.equal(results[0].obs, results[1].obs) and bool(results[1].terminated[t % 2])
+        assert torch.equal(envs[0].s.arena, envs[1].s.arena), t
+        assert torch.equal(envs[0].queue.arena, envs[1].queue.arena), t
+    assert not det.hazards, format_hazards(det.hazards)
