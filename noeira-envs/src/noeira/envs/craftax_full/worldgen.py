@@ -77,8 +77,8 @@ from noeira.envs.craftax_full.constants import (
 )
 from noeira.envs.craftax_full.state import ROW_BYTES, State, empty_state, state_of
 
-__all__ = ["DUNGEON_CONFIGS", "DUNGEON_LEVELS", "SMOOTH_CONFIGS", "SMOOTH_LEVELS", "generate", "perlin",
-           "pick", "sample_world_draws", "world_from_draws"]
+__all__ = ["DUNGEON_CONFIGS", "DUNGEON_LEVELS", "SMOOTH_CONFIGS", "SMOOTH_LEVELS", "fill_constants", "generate",
+           "perlin", "pick", "proximity", "sample_world_draws", "world_from_draws"]
 
 W = MAP_SIZE
 SPAWN = (W // 2, W // 2)
