@@ -216,9 +216,12 @@ def bench_jax(n: int, min_time: float) -> float | None:
     return n / time_calls(run, lambda: jax.block_until_ready(box["obs"]), min_time, warmup=2, max_chunk=200)[0]
 
 
-def bench_worldgen(k: int, backend: str, min_time: float) -> float:
+def bench_worldgen(k: int, backend: str, min_time: float, kernel: bool | None = None,
+                   worlds_only: bool = False) -> float:
     """Seconds per world of noeira's keyed world generation (the draws and the nine floors), ``k``
-    worlds a call, as the queue's refill and on-demand resets call it."""
+    worlds a call, as the queue's refill and on-demand resets call it; ``kernel``: the Triton
+    kernels write the worlds (True), the torch ops (False), or the device's default (None);
+    ``worlds_only``: ``world_from_draws`` alone, from draws made once."""
     from noeira.envs.craftax_full import worldgen
 
     be = get_backend(backend)
@@ -226,9 +229,25 @@ def bench_worldgen(k: int, backend: str, min_time: float) -> float:
     stream = torch.zeros(k, dtype=torch.int64, device=be.device)
     serial = torch.arange(k, device=be.device)
     chunk = 2048 if be.device.type == "cuda" else 256
-    seconds, _ = time_calls(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk), be.synchronize,
-                            min_time, warmup=1, max_chunk=200)
+    if worlds_only:
+        draws = worldgen.keyed_draws(key, stream, serial)
+        seconds, _ = time_calls(lambda: worldgen.world_from_draws(draws, 0.5, kernel), be.synchronize, min_time,
+                                warmup=1, max_chunk=200)
+    else:
+        seconds, _ = time_calls(lambda: worldgen.generate_keyed(key, stream, serial, 0.5, chunk=chunk, kernel=kernel),
+                                be.synchronize, min_time, warmup=1, max_chunk=200)
     return seconds / k
+
+
+def worldgen_kernels_agree(k: int, backend: str) -> bool:
+    """Whether the Triton kernels and the torch ops make the same ``k`` keyed worlds, byte for byte."""
+    from noeira.envs.craftax_full import worldgen
+
+    be = get_backend(backend)
+    key = torch.tensor([12345], dtype=torch.int64, device=be.device)
+    stream, serial = torch.zeros(k, dtype=torch.int64, device=be.device), torch.arange(k, device=be.device)
+    states = [worldgen.generate_keyed(key, stream, serial, 0.5, chunk=2048, kernel=kernel) for kernel in (False, True)]
+    return torch.equal(states[0].arena, states[1].arena)
 
 
 def bench_jax_worldgen(k: int, min_time: float) -> float | None:
@@ -271,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     p.add_argument("--worldgen", default=None, metavar="K,K",
                    help="only time world generation: milliseconds per world, K worlds a call (with --jax-max: JAX's reset)")
+    p.add_argument("--worldgen-kernel", default="auto", metavar="KIND,KIND",
+                   help="what --worldgen times: auto (the device's default), torch (torch ops), triton (the Triton "
+                        "kernels of triton_worldgen; on a CPU only under TRITON_INTERPRET=1); with torch and triton "
+                        "also whether they make the same worlds")
+    p.add_argument("--worldgen-warps", default=None, metavar="SxD,SxD",
+                   help="warps of the Triton world kernels timed by --worldgen (smooth x dungeon floors; default: "
+                        "triton_worldgen.LAUNCH's)")
     p.add_argument("--obs-kernel", default=None, metavar="N,N",
                    help="only time the compact observation at N envs: the torch path (render.compact) against the "
                         "Triton kernel (triton_obs; on a CPU only under TRITON_INTERPRET=1)")
@@ -371,14 +397,37 @@ def worldgen_main(a: argparse.Namespace) -> int:
     console = Console(width=max(Console().width, 100))
     table = Table(title=f"craftax (full game) world generation, ms per world - {be.name} ({be.device_name()}), "
                         f"torch threads {torch.get_num_threads()}")
-    for c in ("worlds a call", "noeira (keyed)", "JAX reset (jit, vmap)"):
-        table.add_column(c, justify="right")
+    kinds = a.worldgen_kernel.split(",")
+    unknown = set(kinds) - {"auto", "torch", "triton"}
+    if unknown:
+        raise SystemExit(f"--worldgen-kernel: unknown {sorted(unknown)} (auto, torch, triton)")
+    from noeira.envs.craftax_full import triton_worldgen
+
+    default = triton_worldgen.LAUNCH.copy()
+    warps = [tuple(int(v) for v in x.split("x")) for x in a.worldgen_warps.split(",")] if a.worldgen_warps else [
+        (default["smooth_warps"], default["dungeon_warps"])]
+    variants = [(f"{kind} {s}x{d}" if kind == "triton" else kind, kind, (s, d))
+                for kind in kinds for s, d in (warps if kind == "triton" else warps[:1])]
+    table.add_column("worlds a call", justify="right")
+    for label, _, _ in variants:
+        table.add_column(f"noeira {label}: keyed / worlds only", justify="right")
+    table.add_column("JAX reset (jit, vmap)", justify="right")
     for k in (int(x) for x in a.worldgen.split(",")):
-        ours = bench_worldgen(k, a.backend, min_time)
+        cells = []
+        for label, kind, (s, d) in variants:
+            triton_worldgen.LAUNCH.update(smooth_warps=s, dungeon_warps=d)
+            kernel = {"auto": None, "torch": False, "triton": True}[kind]
+            keyed = bench_worldgen(k, a.backend, min_time, kernel)
+            alone = bench_worldgen(k, a.backend, min_time, kernel, worlds_only=True)
+            cells.append(f"{1e3 * keyed:.4f} / {1e3 * alone:.4f}")
+            console.print(f"  k={k}: noeira {label} {1e3 * keyed:.4f} ms/world keyed, {1e3 * alone:.4f} worlds only")
+        triton_worldgen.LAUNCH.update(default)
         ref = bench_jax_worldgen(k, min_time) if k <= a.jax_max else None
-        table.add_row(f"{k:,}", f"{1e3 * ours:.3f}", "-" if ref is None else f"{1e3 * ref:.3f}")
-        console.print(f"  k={k}: noeira {1e3 * ours:.3f} ms/world" + ("" if ref is None else f", jax {1e3 * ref:.3f}"))
+        table.add_row(f"{k:,}", *cells, "-" if ref is None else f"{1e3 * ref:.3f}")
     console.print(table)
+    if {"torch", "triton"} <= set(kinds):
+        k = min(int(x) for x in a.worldgen.split(","))
+        console.print(f"  triton == torch (keyed worlds, k={k}, every byte): {worldgen_kernels_agree(k, a.backend)}")
     return 0
 
 

@@ -29,7 +29,8 @@ TYPES = {torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16", torch.int32
          torch.float32: "*fp32", torch.float64: "*fp64", torch.bfloat16: "*bf16"}
 KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_observe_queue_kernel",
                            "_expand_kernel"),
-           "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel",)}
+           "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel",),
+           "full_worldgen": ("_smooth_kernel", "_dungeon_kernel", "_rest_kernel")}
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 
 COMPILE = """
@@ -39,7 +40,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from noeira.envs.craftax import triton_step, triton_worldgen
 from noeira.envs.craftax_full import triton_obs
-modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs}
+from noeira.envs.craftax_full import triton_worldgen as full_worldgen
+modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
+           "full_worldgen": full_worldgen}
 failed = []
 for launch in json.load(open(sys.argv[1])):
     fn = getattr(modules[launch["module"]], launch["kernel"])
@@ -55,12 +58,14 @@ print(json.dumps(failed))
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     """Run one step and one bf16 expansion in the interpreter (and a step of the full game with its
-    observation kernel), recording every kernel launch."""
+    observation kernel, and one full-game world by its kernels), recording every kernel launch."""
     from noeira.core import make_env
     from noeira.envs.craftax import render, triton_step, triton_worldgen
-    from noeira.envs.craftax_full import triton_obs
+    from noeira.envs.craftax_full import triton_obs, worldgen
+    from noeira.envs.craftax_full import triton_worldgen as full_worldgen
 
-    modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs}
+    modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
+               "full_worldgen": full_worldgen}
     launches: list[dict] = []
 
     def recorder(module: str, name: str):
@@ -98,6 +103,8 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     full = make_env("craftax", num_envs=4, backend="cpu", seed=0, obs="compact", obs_kernel="triton",
                     resets="queue", queue_size=8, queue_refill=2)
     full.step(torch.zeros(4, dtype=torch.long))
+    draws = worldgen.keyed_draws(torch.tensor([3]), torch.tensor([worldgen.QUEUE_STREAM]), torch.tensor([0]))
+    worldgen.world_from_draws(draws, 0.5, kernel=True)  # as CUDA's queue makes its worlds
     wide = torch.zeros(8, 1352, dtype=torch.bfloat16)
     triton_step.expand(env.obs, wide, render._tenths_table(torch.device("cpu")))
     # the world kernel as the GPU launches it (the interpreter takes 64 rows at a time, uncapped)

@@ -136,18 +136,26 @@ def _perlin(sc, x, y, R0: tl.constexpr, R1: tl.constexpr, OFF: tl.constexpr):
     """``worldgen.perlin``'s noise before the normalisation at the cells (``x`` row, ``y`` column,
     broadcasting to [64, 64]), the gradients' cosines and sines gathered from the scratch row
     ``sc`` (the field's R0+1 x R1+1 points at ``OFF``)."""
-    D0: tl.constexpr = 64 // R0
-    D1: tl.constexpr = 64 // R1
-    gx = (x % D0).to(tl.float32) * (R0 / 64)  # exact: the reference's remainder(i * (r / 64), 1)
-    gy = (y % D1).to(tl.float32) * (R1 / 64)
-    c00 = (x // D0) * (R1 + 1) + (y // D1) + OFF  # the gradient point at the cell's low corner
+    return _perlin_at(sc + OFF, sc + SINES + OFF, x, y, R0, R1, 64)
+
+
+@triton.jit
+def _perlin_at(cos_p, sin_p, x, y, R0: tl.constexpr, R1: tl.constexpr, SIZE: tl.constexpr):
+    """The noise before the normalisation of a ``SIZE`` x ``SIZE`` grid at the cells ``x``, ``y``
+    (0 <= x, y < SIZE), its (R0+1) x (R1+1) gradients' cosines and sines gathered row-major from
+    ``cos_p`` and ``sin_p`` (the full game's 48x48 floors share it with Classic's 64x64 map)."""
+    D0: tl.constexpr = SIZE // R0
+    D1: tl.constexpr = SIZE // R1
+    gx = (x % D0).to(tl.float32) * (R0 / SIZE)  # exact: the reference's remainder(i * (r / size), 1)
+    gy = (y % D1).to(tl.float32) * (R1 / SIZE)
+    c00 = (x // D0) * (R1 + 1) + (y // D1)  # the gradient point at the cell's low corner
     c10 = c00 + (R1 + 1)
     c01 = c00 + 1
     c11 = c10 + 1
-    n00 = gx * tl.load(sc + c00) + gy * tl.load(sc + SINES + c00)
-    n10 = (gx - 1.0) * tl.load(sc + c10) + gy * tl.load(sc + SINES + c10)
-    n01 = gx * tl.load(sc + c01) + (gy - 1.0) * tl.load(sc + SINES + c01)
-    n11 = (gx - 1.0) * tl.load(sc + c11) + (gy - 1.0) * tl.load(sc + SINES + c11)
+    n00 = gx * tl.load(cos_p + c00) + gy * tl.load(sin_p + c00)
+    n10 = (gx - 1.0) * tl.load(cos_p + c10) + gy * tl.load(sin_p + c10)
+    n01 = gx * tl.load(cos_p + c01) + (gy - 1.0) * tl.load(sin_p + c01)
+    n11 = (gx - 1.0) * tl.load(cos_p + c11) + (gy - 1.0) * tl.load(sin_p + c11)
     tx = _interpolant(gx)
     ty = _interpolant(gy)
     n0 = n00 * (1.0 - tx) + tx * n10

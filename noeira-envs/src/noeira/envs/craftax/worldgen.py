@@ -52,7 +52,7 @@ from noeira.envs.craftax.constants import (
 )
 from noeira.envs.craftax.state import empty_state
 
-__all__ = ["NOISE_RES", "SALT", "episode_draws", "generate", "philox", "sample_world_draws", "world_from_draws"]
+__all__ = ["NOISE_RES", "SALT", "episode_draws", "generate", "gradients", "philox", "sample_world_draws", "world_from_draws"]
 
 W = MAP_SIZE
 NOISE_RES = {"water": (4, 4), "mountain": (4, 4), "path": (8, 32), "tree": (16, 16)}
@@ -78,6 +78,15 @@ def _interpolant(t: Tensor) -> Tensor:
     return t * t * t * (t * (t * 6 - 15) + 10)
 
 
+def gradients(angles: Tensor) -> tuple[Tensor, Tensor]:
+    """The cosines and sines of gradient angles in turns (``angles`` times 2 pi, float32), as
+    :func:`perlin` computes them: the full game's Triton kernels take them from here, because a
+    CPU's ``torch.cos`` gives other roundings than NumPy's (Triton's interpreter) and depends on
+    the tensor's shape (vectorised body, scalar tail)."""
+    theta = angles * _TWO_PI
+    return torch.cos(theta), torch.sin(theta)
+
+
 def perlin(angles: Tensor, res: tuple[int, int], size: int = W) -> Tensor:
     """Perlin noise [..., size, size] from gradient angles [..., r0+1, r1+1] in turns, normalised
     to [0, 1] per grid (``generate_fractal_noise_2d`` with one octave), float32 in the
@@ -86,8 +95,7 @@ def perlin(angles: Tensor, res: tuple[int, int], size: int = W) -> Tensor:
     d0, d1 = size // res[0], size // res[1]
     gx = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[0] / size), 1.0).view(size, 1)
     gy = torch.remainder(torch.arange(size, device=dev, dtype=torch.float32) * (res[1] / size), 1.0).view(1, size)
-    theta = angles * _TWO_PI
-    cos, sin = torch.cos(theta), torch.sin(theta)
+    cos, sin = gradients(angles)
     r0, r1 = res
 
     def corner(di: int, dj: int) -> tuple[Tensor, Tensor]:

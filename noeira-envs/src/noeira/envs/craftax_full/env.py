@@ -92,6 +92,11 @@ class Craftax(TensorEnv):
         :mod:`.triton_obs`, the same bytes; CUDA, or a CPU under ``TRITON_INTERPRET=1``) or
         ``auto``: triton on CUDA where Triton imports (10-16x faster on an H100, BENCHMARKS.md),
         torch elsewhere."""
+        worldgen_kernel: str = "auto"
+        """What turns the fresh worlds' draws into states: ``torch`` (the ops of
+        :func:`.worldgen.world_from_draws`, every device), ``triton`` (Triton kernels writing the
+        states' rows, :mod:`.triton_worldgen`, the same bytes; CUDA, or a CPU under
+        ``TRITON_INTERPRET=1``) or ``auto``: triton on CUDA where Triton imports, torch elsewhere."""
 
     def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         dev = torch.device(backend.device)
@@ -101,6 +106,15 @@ class Craftax(TensorEnv):
             raise ConfigError(f"env.resets: must be 'auto', 'on_demand' or 'queue', got {config.resets!r}")
         if config.obs_kernel not in ("auto", "torch", "triton"):
             raise ConfigError(f"env.obs_kernel: must be 'auto', 'torch' or 'triton', got {config.obs_kernel!r}")
+        if config.worldgen_kernel not in ("auto", "torch", "triton"):
+            raise ConfigError(f"env.worldgen_kernel: must be 'auto', 'torch' or 'triton', got {config.worldgen_kernel!r}")
+        self._world_kernel = {"auto": None, "torch": False, "triton": True}[config.worldgen_kernel]
+        """``world_from_draws``' ``kernel`` (``worldgen_kernel``)."""
+        if self._world_kernel:
+            from noeira.envs.craftax_full.triton_worldgen import worlds_kernel
+
+            if worlds_kernel() is None:
+                raise ConfigError("env.worldgen_kernel: triton needs Triton (pip install triton), which does not import")
         high = torch.ones(OBS_SIZE)
         high[MAP_OBS_SIZE:] = 50.0  # the inventory's books / 2 go up to 49.5; the rest of the tail below 3
         symbolic = Box(torch.zeros(OBS_SIZE), high, dtype=torch.float32, device=dev)
@@ -154,7 +168,8 @@ class Craftax(TensorEnv):
 
     def generate_worlds(self, stream: Tensor, serial: Tensor) -> State:
         """The initial states of the worlds numbered (``stream[i]``, ``serial[i]``) under the run's key."""
-        return worldgen.generate_keyed(self.world_key, stream, serial, self._light0, chunk=self._chunk)
+        return worldgen.generate_keyed(self.world_key, stream, serial, self._light0, chunk=self._chunk,
+                                       kernel=self._world_kernel)
 
     def generate_serial(self, serial: Tensor) -> State:
         """The queue's worlds ``serial`` (int64 [k])."""

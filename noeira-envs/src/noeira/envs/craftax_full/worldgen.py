@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -74,10 +75,10 @@ from noeira.envs.craftax_full.constants import (
     WATER,
     torch_light_map,
 )
-from noeira.envs.craftax_full.state import State, empty_state
+from noeira.envs.craftax_full.state import ROW_BYTES, State, empty_state, state_of
 
-__all__ = ["DUNGEON_CONFIGS", "DUNGEON_LEVELS", "SMOOTH_CONFIGS", "SMOOTH_LEVELS", "generate", "perlin",
-           "pick", "sample_world_draws", "world_from_draws"]
+__all__ = ["DUNGEON_CONFIGS", "DUNGEON_LEVELS", "SMOOTH_CONFIGS", "SMOOTH_LEVELS", "fill_constants", "generate",
+           "perlin", "pick", "proximity", "sample_world_draws", "world_from_draws"]
 
 W = MAP_SIZE
 SPAWN = (W // 2, W // 2)
@@ -261,17 +262,35 @@ def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor, kernel: bool | None
     return out
 
 
-def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, chunk: int = 256) -> State:
+def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, chunk: int = 256,
+                   kernel: bool | None = None) -> State:
     """The initial states of the worlds numbered ``(stream[i], serial[i])`` (:func:`keyed_draws`),
-    ``chunk`` at a time (a world's draws take ~0.7 MB of int64 scratch)."""
-    k = stream.shape[0]
+    ``chunk`` at a time (a world's draws take ~0.4 MB, and ~0.7 MB of int64 scratch on the torch
+    path); ``kernel`` as :func:`world_from_draws`' (the Triton kernels write each chunk's worlds
+    straight into the states' rows)."""
+    k, dev = stream.shape[0], stream.device
     if k <= chunk:
-        return world_from_draws(keyed_draws(key, stream, serial), light0)
-    s = empty_state(k, stream.device)
+        return world_from_draws(keyed_draws(key, stream, serial), light0, kernel)
+    write = _worlds_kernel(kernel, dev)
+    s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev)) if write else empty_state(k, dev)
+    rows = torch.arange(k, device=dev) if write else None
     for i in range(0, k, chunk):
-        s.arena[i:i + chunk].copy_(world_from_draws(keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk]),
-                                                    light0).arena)
+        draws = keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk])
+        if write is not None:
+            write(draws, light0, s.arena, rows[i:i + chunk])
+        else:
+            s.arena[i:i + chunk].copy_(world_from_draws(draws, light0, kernel=False).arena)
     return s
+
+
+def _worlds_kernel(kernel: bool | None, device: torch.device) -> Callable[..., None] | None:
+    """:func:`.triton_worldgen.worlds_kernel` where ``kernel`` asks for it (None: on CUDA) and
+    Triton imports, else None (the torch ops)."""
+    if not (kernel or (kernel is None and device.type == "cuda")):
+        return None
+    from noeira.envs.craftax_full.triton_worldgen import worlds_kernel
+
+    return worlds_kernel()
 
 
 @functools.cache
@@ -301,6 +320,20 @@ def _torch_light(device: torch.device) -> Tensor:
 
 
 # -- smooth floors -----------------------------------------------------------------------------------
+@functools.cache
+def proximity(device: torch.device) -> tuple[Tensor, Tensor]:
+    """What the distance from the spawn adds to the water and the mountain noise of each smooth
+    floor, [1, 6, 48, 48] float32 each (made once per device; the Triton kernels read them too)."""
+    def cfg(key: str) -> Tensor:
+        return _config_tensor(key, device, torch.float32).view(1, 6, 1, 1)
+
+    rows = torch.arange(W, device=device)
+    dist = torch.sqrt(((rows.view(-1, 1) - SPAWN[0]) ** 2 + (rows.view(1, -1) - SPAWN[1]) ** 2).float())
+    water = torch.minimum((dist / cfg("water_strength")).clamp(min=0.0), cfg("water_max"))
+    mountain = torch.minimum((dist / cfg("mountain_strength")).clamp(min=0.0), cfg("mountain_max"))
+    return water, mountain
+
+
 def smooth_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The six smooth floors of each world: (map [k, 6, 48, 48] uint8, item map, light map float32,
     ladder down [k, 6] flat index, ladder up [k, 6] flat index)."""
@@ -311,11 +344,7 @@ def smooth_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor,
         return _config_tensor(key, dev, dtype).view(1, 6, 1, 1)
 
     rows = torch.arange(W, device=dev)
-    dist = torch.sqrt(((rows.view(-1, 1) - SPAWN[0]) ** 2 + (rows.view(1, -1) - SPAWN[1]) ** 2).float())
-    prox_water = torch.minimum((dist / cfg("water_strength", torch.float32)).clamp(min=0.0),
-                               cfg("water_max", torch.float32))
-    prox_mountain = torch.minimum((dist / cfg("mountain_strength", torch.float32)).clamp(min=0.0),
-                                  cfg("mountain_max", torch.float32))
+    prox_water, prox_mountain = proximity(dev)
 
     water = perlin(d["angles_water"], NOISE_RES["water"], W) + prox_water - 1.0
     mp = torch.where(water > cfg("water_thr", torch.float32), cfg("sea"), cfg("default"))
@@ -446,11 +475,18 @@ def dungeon_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor
 
 
 # -- worlds ---------------------------------------------------------------------------------------
-def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
+def world_from_draws(draws: dict[str, Tensor], light0: float, kernel: bool | None = None) -> State:
     """Initial states (the layout of :mod:`.state`) of the worlds ``draws`` describe (``light0``:
-    the light level at timestep 0)."""
+    the light level at timestep 0). ``kernel``: Triton kernels write the states
+    (:mod:`.triton_worldgen`, the same bytes; None: on CUDA where Triton imports), else the torch
+    ops below (the reference of the kernels)."""
     u = draws["u_potion"]
     k, dev = u.shape[0], u.device
+    write = _worlds_kernel(kernel, dev)
+    if write is not None:
+        s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev))  # the kernels write every byte
+        write(draws, light0, s.arena, torch.arange(k, device=dev))
+        return s
     smap, sitem, slight, sdown, sup = smooth_floors(draws)
     dmap, ditem, ddown, dup = dungeon_floors(draws)
     s = empty_state(k, dev)
@@ -464,6 +500,14 @@ def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
     for key, a, b in (("down_ladders", sdown, ddown), ("up_ladders", sup, dup)):
         s[key][:, sl] = torch.stack([a // W, a % W], -1).int()
         s[key][:, dl] = torch.stack([b // W, b % W], -1).int()
+    fill_constants(s, light0)
+    s["potion_mapping"].copy_(u.argsort(dim=-1, stable=True).int())  # equal draws in index order, on every device
+    return s
+
+
+def fill_constants(s: State, light0: float) -> None:
+    """The fields every initial state starts with alike (on zeroed states; the Triton kernels
+    copy a row made by it)."""
     s["monsters_killed"][:, 0] = 10  # the first ladder starts open
     s["player_position"][:, 0], s["player_position"][:, 1] = SPAWN
     s["player_direction"].fill_(UP)
@@ -476,10 +520,8 @@ def world_from_draws(draws: dict[str, Tensor], light0: float) -> State:
         s[f"{group}.health"].fill_(1.0)
     s["mob_projectile_directions"].fill_(1)
     s["player_projectile_directions"].fill_(1)
-    s["potion_mapping"].copy_(u.argsort(-1).int())
     s["boss_timesteps_to_spawn_this_round"].fill_(BOSS_FIGHT_SPAWN_TURNS)
     s["light_level"].fill_(light0)
-    return s
 
 
 def generate(k: int, generator: torch.Generator, device: torch.device, light0: float) -> State:
