@@ -919,7 +919,36 @@ def test_bad_settings_name_the_key() -> None:
     """A setting outside its choices is a ConfigError naming the key and what it may be."""
     from noeira.core.errors import ConfigError
 
-    for key, value, words in (("obs_kernel", "cuda", "'torch' or 'triton'"), ("resets", "pool", "'queue'"),
+    for key, value, words in (("obs_kernel", "cuda", "'torch' or 'triton'"), ("step_kernel", "cuda", "'auto'"),
+                              ("resets", "pool", "'queue'"),
                               ("obs", "pixels", "'compact'")):
         with pytest.raises(ConfigError, match=f"env.{key}: must be .*{words}"):
             _env(2, **{key: value})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_env_steps_through_the_rule_kernels(device: str, kernel_device) -> None:  # noqa: ANN001
+    """The env with its rules in Triton kernels (``step_kernel = "triton"``; on a CPU in Triton's
+    interpreter) steps as the env with the torch rules: every state leaf, the observation, the final
+    observation, reward and done equal, through deaths and the queue's resets."""
+    pytest.importorskip("triton")
+    dev = kernel_device(device)
+    n = 16
+    envs = [_env(n, str(dev), seed=3, obs="compact", resets="queue", queue_size=24, queue_refill=4, step_kernel=k)
+            for k in ("torch", "triton")]
+    assert envs[0]._step is game.step and envs[1]._step is not game.step
+    g = torch.Generator().manual_seed(1)
+    died = 0
+    for t in range(12):
+        action = torch.randint(0, NUM_ACTIONS, (n,), generator=g).to(dev)
+        if t % 4 == 3:  # a quarter of the envs die this step: resets from the queue
+            for env in envs:
+                state = env.get_state()
+                state["player_health"][t % 4::4] = 0.0
+                env.set_state(state)
+        results = [env.step(action) for env in envs]
+        for key in ("obs", "final_obs", "reward", "terminated", "truncated"):
+            assert torch.equal(getattr(results[0], key), getattr(results[1], key)), (key, t)
+        assert torch.equal(envs[0].s.arena, envs[1].s.arena), t
+        died += int(results[1].terminated.sum())
+    assert died >= 3 * n // 4

@@ -45,7 +45,7 @@ from torch import Tensor
 
 from noeira.core import Backend, Box, ConfigError, Discrete, Encoded, TensorEnv
 from noeira.envs.craftax.constants import light_tables  # the same day-night cycle as Craftax-Classic
-from noeira.envs.craftax_full import game, render, rows, worldgen
+from noeira.envs.craftax_full import game, render, rows, triton_step, worldgen
 from noeira.envs.craftax_full.constants import (
     ACHIEVEMENTS,
     LEVEL_ACHIEVEMENTS,
@@ -97,6 +97,10 @@ class Craftax(TensorEnv):
         :func:`.worldgen.world_from_draws`, every device), ``triton`` (Triton kernels writing the
         states' rows, :mod:`.triton_worldgen`, the same bytes; CUDA, or a CPU under
         ``TRITON_INTERPRET=1``) or ``auto``: triton on CUDA where Triton imports, torch elsewhere."""
+        step_kernel: str = "auto"
+        """What runs the rules: ``torch`` (:func:`.game.step`, every device), ``triton`` (two Triton
+        kernels, :mod:`.triton_step`, the same states bit for bit; CUDA, or a CPU under
+        ``TRITON_INTERPRET=1``) or ``auto``: triton on CUDA where Triton imports, torch elsewhere."""
 
     def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         dev = torch.device(backend.device)
@@ -104,10 +108,9 @@ class Craftax(TensorEnv):
             raise ConfigError(f"env.obs: must be 'symbolic' or 'compact', got {config.obs!r}")
         if config.resets not in ("auto", "on_demand", "queue"):
             raise ConfigError(f"env.resets: must be 'auto', 'on_demand' or 'queue', got {config.resets!r}")
-        if config.obs_kernel not in ("auto", "torch", "triton"):
-            raise ConfigError(f"env.obs_kernel: must be 'auto', 'torch' or 'triton', got {config.obs_kernel!r}")
-        if config.worldgen_kernel not in ("auto", "torch", "triton"):
-            raise ConfigError(f"env.worldgen_kernel: must be 'auto', 'torch' or 'triton', got {config.worldgen_kernel!r}")
+        for key in ("obs_kernel", "worldgen_kernel", "step_kernel"):
+            if getattr(config, key) not in ("auto", "torch", "triton"):
+                raise ConfigError(f"env.{key}: must be 'auto', 'torch' or 'triton', got {getattr(config, key)!r}")
         self._world_kernel = {"auto": None, "torch": False, "triton": True}[config.worldgen_kernel]
         """``world_from_draws``' ``kernel`` (``worldgen_kernel``)."""
         if self._world_kernel:
@@ -136,6 +139,14 @@ class Craftax(TensorEnv):
                 self._write_compact = kernel
             elif config.obs_kernel == "triton":
                 raise ConfigError("env.obs_kernel: triton needs Triton (pip install triton), which does not import")
+        self._step: triton_step.StepFn = game.step
+        """What runs the rules (``step_kernel``)."""
+        if config.step_kernel == "triton" or (config.step_kernel == "auto" and dev.type == "cuda"):
+            kernel = triton_step.step_kernel()
+            if kernel is not None:
+                self._step = kernel
+            elif config.step_kernel == "triton":
+                raise ConfigError("env.step_kernel: triton needs Triton (pip install triton), which does not import")
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
         self._light0 = float(light[0])
@@ -208,7 +219,7 @@ class Craftax(TensorEnv):
         if self.queue is not None:
             self.queue.refill()
         draws = game.sample_draws(self.num_envs, self.generator, self.device)
-        return game.step(self.s, action, draws, self.tables)
+        return self._step(self.s, action, draws, self.tables)
 
     # Opaque to torch.compile (the ``device`` graph compiles the agent around it): inductor cannot
     # lower the dtype views into the state's byte arena (torch 2.13), and the step is recorded in

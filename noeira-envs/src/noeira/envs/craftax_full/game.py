@@ -614,7 +614,10 @@ def _place(g: _Step, a: Tensor) -> None:
     lit = _in_bounds(x, y) & (torch_ & t.is_dark[g.lvl]).unsqueeze(1)
     lidx = t.dark_index[g.lvl].unsqueeze(1) * CELLS + x.clamp(0, W - 1).long() * W + y.clamp(0, W - 1).long()
     cur = g.light.gather(1, lidx)
-    g.light.scatter_(1, lidx, torch.where(lit, (t.torch_light + cur).clamp(0.0, 1.0), cur))
+    # by max, not by a plain scatter: near row / column 47 the clamped indices repeat the edge's
+    # cell, and a plain scatter could write its old light back over the new (the reference, on a
+    # padded map, lights every cell of the window on the map); the new light is never below the old
+    g.light.scatter_reduce_(1, lidx, torch.where(lit, (t.torch_light + cur).clamp(0.0, 1.0), cur), reduce="amax")
     # a new growing plant in the first free slot (none when all ten are taken)
     pmask = s["growing_plants_mask"]
     adding = plant & (~pmask).any(1)
