@@ -1,4 +1,4 @@
-"""The Craftax Triton kernels (Craftax-Classic's, and the full game's compact observation) compile
+"""The Craftax Triton kernels (Craftax-Classic's, and the full game's rules, worlds and observation) compile
 for the GPU (sm_90, what the H200 runs), checked without one.
 
 Elsewhere the kernels run on the CPU in Triton's interpreter, which executes Python and never
@@ -30,7 +30,8 @@ TYPES = {torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16", torch.int32
 KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_observe_queue_kernel",
                            "_expand_kernel"),
            "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel",),
-           "full_worldgen": ("_smooth_kernel", "_dungeon_kernel", "_rest_kernel")}
+           "full_worldgen": ("_smooth_kernel", "_dungeon_kernel", "_rest_kernel"),
+           "full_front": ("_front_kernel",), "full_tail": ("_tail_kernel",)}
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 
 COMPILE = """
@@ -39,10 +40,10 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from noeira.envs.craftax import triton_step, triton_worldgen
-from noeira.envs.craftax_full import triton_obs
+from noeira.envs.craftax_full import triton_front, triton_obs, triton_tail
 from noeira.envs.craftax_full import triton_worldgen as full_worldgen
 modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
-           "full_worldgen": full_worldgen}
+           "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail}
 failed = []
 for launch in json.load(open(sys.argv[1])):
     fn = getattr(modules[launch["module"]], launch["kernel"])
@@ -58,14 +59,14 @@ print(json.dumps(failed))
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     """Run one step and one bf16 expansion in the interpreter (and a step of the full game with its
-    observation kernel, and one full-game world by its kernels), recording every kernel launch."""
+    rule and observation kernels, and one full-game world by its kernels), recording every kernel launch."""
     from noeira.core import make_env
     from noeira.envs.craftax import render, triton_step, triton_worldgen
-    from noeira.envs.craftax_full import triton_obs, worldgen
+    from noeira.envs.craftax_full import triton_front, triton_obs, triton_tail, worldgen
     from noeira.envs.craftax_full import triton_worldgen as full_worldgen
 
     modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
-               "full_worldgen": full_worldgen}
+               "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail}
     launches: list[dict] = []
 
     def recorder(module: str, name: str):
@@ -101,7 +102,7 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     env = make_env("craftax-classic", num_envs=8, backend="cpu", seed=0, kernel="triton", obs="compact")
     env.step(torch.zeros(8, dtype=torch.long))
     full = make_env("craftax", num_envs=4, backend="cpu", seed=0, obs="compact", obs_kernel="triton",
-                    resets="queue", queue_size=8, queue_refill=2)
+                    step_kernel="triton", resets="queue", queue_size=8, queue_refill=2)
     full.step(torch.zeros(4, dtype=torch.long))
     draws = worldgen.keyed_draws(torch.tensor([3]), torch.tensor([worldgen.QUEUE_STREAM]), torch.tensor([0]))
     worldgen.world_from_draws(draws, 0.5, kernel=True)  # as CUDA's queue makes its worlds
