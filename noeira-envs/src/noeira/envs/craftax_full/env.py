@@ -280,7 +280,8 @@ class Craftax(TensorEnv):
 
     def _episode_values(self) -> dict[str, Tensor]:
         ach = self.s["achievements"]
-        out = {f"achievement_{a}": ach[:, i].float() for i, a in enumerate(ACHIEVEMENTS)}
+        rates = ach.float()  # once, then a view a column (the base stacks them into one table)
+        out = {f"achievement_{a}": rates[:, i] for i, a in enumerate(ACHIEVEMENTS)}
         entered = ach[:, self._ach_floor]  # floors 1..8
         out["floor"] = (entered * torch.arange(1, 9, device=ach.device)).amax(1).float()
         out["world_reused"] = self.reused.float()
