@@ -3,7 +3,7 @@
 What: the floor change, crafting, DO (the mob in front attacked, else the block in front mined,
 collected, drunk, eaten, opened or struck), placing (a torch lights the dark floors' light map),
 shooting, spells, potions, books, enchanting, the necromancer's achievement and clock,
-attributes and the player's move, in the torch code's order, on ``BLOCK`` worlds a program.
+attributes and the player's move, in the torch code's order, on ``triton_lanes.BLOCK`` worlds a program.
 
 Why: the torch half is a few hundred small launches a step (masks, gathers and scatters over
 ``[N, ...]`` tensors); here each lane reads and writes its world's fields where they live, in the
@@ -27,12 +27,11 @@ every rule.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from noeira.envs.craftax_full import constants as C
 from noeira.envs.craftax_full import game
-from noeira.envs.craftax_full.state import ROW_BYTES, State
+from noeira.envs.craftax_full.state import State
 
 try:  # optional: without Triton the torch half runs
     import triton
@@ -40,11 +39,7 @@ try:  # optional: without Triton the torch half runs
 except ImportError:
     triton = None
 
-__all__ = ["BLOCK", "front", "run_front"]
-
-BLOCK = 128
-"""Worlds per program (one per thread at 4 warps)."""
-NUM_WARPS = 4
+__all__ = ["front", "run_front"]
 
 if triton is not None:
     from noeira.envs.craftax_full.triton_lanes import (
@@ -124,6 +119,7 @@ if triton is not None:
         in_bounds,
         in_mob,
         lanes,
+        launch,
         ld8,
         ld32,
         ldf,
@@ -623,15 +619,4 @@ if triton is not None:
 def run_front(s: State, act: Tensor, d: dict[str, Tensor]) -> None:
     """:func:`.game.front` on the states ``s`` in place (their arena): ``act`` the action taken
     (int64 [N], :func:`.game.acting`'s) and ``d`` the step's draws (:func:`.game.sample_draws`)."""
-    arena = s.arena
-    n = arena.shape[0]
-    if n == 0:
-        return
-    u, dirs = d["u"], d["dirs"]
-    if (arena.shape[1] != ROW_BYTES or not arena.is_contiguous() or not u.is_contiguous() or u.shape != (n, game.NUM_U)
-            or u.dtype != torch.float32 or dirs.shape != (n, 8) or dirs.dtype != torch.int64
-            or not dirs.is_contiguous() or act.shape != (n,) or act.dtype != torch.int64):
-        raise ValueError("triton_front.run_front: needs a contiguous arena [N, ROW_BYTES], act int64 [N], u float32 "
-                         "[N, 33] and dirs int64 [N, 8], contiguous")
-    _front_kernel[(triton.cdiv(n, BLOCK),)](arena, arena.view(torch.int32), arena.view(torch.float32), act, u, dirs,
-                                            n, BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
+    launch(_front_kernel, "triton_front.run_front", s, act, d)

@@ -21,13 +21,16 @@ compiler fuses nothing else (XLA did not).
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import torch
 import triton
 import triton.language as tl
+from torch import Tensor
 
 from noeira.envs.craftax_full import constants as C
 from noeira.envs.craftax_full import game
-from noeira.envs.craftax_full.state import OFFSETS, ROW_BYTES, STATE_FIELDS
+from noeira.envs.craftax_full.state import OFFSETS, ROW_BYTES, STATE_FIELDS, State
 
 
 def constant(value: int | float) -> object:
@@ -210,6 +213,30 @@ CHANCE_PASSIVE, CHANCE_MELEE, CHANCE_RANGED, CHANCE_NIGHT = (
 
 
 # -- lanes and fields ------------------------------------------------------------------------------
+BLOCK = 128
+"""Worlds a program of a half's kernel (one a thread at ``NUM_WARPS``)."""
+NUM_WARPS = 4
+
+
+def launch(kernel: Any, caller: str, s: State, act: Tensor, d: dict[str, Tensor]) -> None:
+    """Run a half of the step, ``kernel[grid](a8, a32, af, act, u, dirs, n, BLOCK)``, on the states
+    ``s`` in place (their arena): ``act`` the action taken (int64 [N], :func:`.game.acting`'s), ``d``
+    the step's draws (:func:`.game.sample_draws`). ``caller`` names the launcher in the error for
+    inputs of another layout."""
+    arena = s.arena
+    n = arena.shape[0]
+    if n == 0:
+        return
+    u, dirs = d["u"], d["dirs"]
+    if (arena.shape[1] != ROW_BYTES or not arena.is_contiguous() or not u.is_contiguous() or u.shape != (n, game.NUM_U)
+            or u.dtype != torch.float32 or dirs.shape != (n, 8) or dirs.dtype != torch.int64
+            or not dirs.is_contiguous() or act.shape != (n,) or act.dtype != torch.int64):
+        raise ValueError(f"{caller}: needs a contiguous arena [N, ROW_BYTES], act int64 [N], u float32 [N, 33] and "
+                         "dirs int64 [N, 8], contiguous")
+    kernel[(triton.cdiv(n, BLOCK),)](arena, arena.view(torch.int32), arena.view(torch.float32), act, u, dirs, n,
+                                     BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
+
+
 @triton.jit
 def lanes(n, BLOCK: tl.constexpr):  # noqa: N803
     """The program's lanes: world index (int64), whether it exists (< ``n``), row starts ``r8``, ``r32``."""

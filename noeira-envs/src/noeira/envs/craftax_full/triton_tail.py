@@ -9,7 +9,7 @@ and at range, projectiles, sleeping, spawns, ripening plants, the intrinsics' th
 inventories, several steps in a row.
 
 Why: the torch tail is many small launches a step (every mob slot is gathered, moved and
-scattered one by one); here a lane is a world (``BLOCK`` a program) that reads and writes its
+scattered one by one); here a lane is a world (``triton_lanes.BLOCK`` a program) that reads and writes its
 row of the arena in place (:mod:`.triton_lanes`: the views, the field offsets, the shared rules),
 the player's floor's mob slots addressed at ``player_level``, each rule the torch code's masked
 arithmetic in the same order, so a cell's reads see the writes before them as the torch
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 
-import torch
 import triton
 import triton.language as tl
 from torch import Tensor
@@ -36,7 +35,7 @@ from torch import Tensor
 from noeira.envs.craftax_full import constants as C
 from noeira.envs.craftax_full import game
 from noeira.envs.craftax_full import triton_lanes as ln
-from noeira.envs.craftax_full.state import OFFSETS, ROW_BYTES, State
+from noeira.envs.craftax_full.state import OFFSETS, State
 from noeira.envs.craftax_full.triton_lanes import (
     BOSS_LEVEL,
     DESPAWN,
@@ -102,11 +101,7 @@ from noeira.envs.craftax_full.triton_lanes import (
     constant,
 )
 
-__all__ = ["BLOCK", "clean_floors", "run_tail", "tail"]
-
-BLOCK = 128
-"""Worlds per program (one a thread at 4 warps)."""
-NUM_WARPS = 4
+__all__ = ["clean_floors", "run_tail", "tail"]
 
 U_MELEE_AXIS, U_MELEE_CHASE = constant(game.U_MELEE_AXIS), constant(game.U_MELEE_CHASE)
 U_RANGED_AXIS, U_RANGED_MOVE = constant(game.U_RANGED_AXIS), constant(game.U_RANGED_MOVE)
@@ -603,15 +598,4 @@ def _tail_kernel(a8, a32, af, act_p, u_p, dirs_p, n, BLOCK: tl.constexpr):  # no
 def run_tail(s: State, act: Tensor, d: dict[str, Tensor]) -> None:
     """The tail of the step on the states ``s`` in place (their arena), ``act`` the action taken
     (int64 [N], :func:`.game.acting`'s) and ``d`` the step's draws (:func:`.game.sample_draws`)."""
-    arena = s.arena
-    n = arena.shape[0]
-    if n == 0:
-        return
-    u, dirs = d["u"], d["dirs"]
-    if (arena.shape[1] != ROW_BYTES or not arena.is_contiguous() or not u.is_contiguous() or u.shape != (n, game.NUM_U)
-            or u.dtype != torch.float32 or dirs.shape != (n, 8) or dirs.dtype != torch.int64
-            or not dirs.is_contiguous() or act.shape != (n,) or act.dtype != torch.int64):
-        raise ValueError("triton_tail.run_tail: needs a contiguous arena [N, ROW_BYTES], act int64 [N], u float32 "
-                         "[N, 33] and dirs int64 [N, 8], contiguous")
-    _tail_kernel[(triton.cdiv(n, BLOCK),)](arena, arena.view(torch.int32), arena.view(torch.float32), act, u, dirs, n,
-                                           BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
+    ln.launch(_tail_kernel, "triton_tail.run_tail", s, act, d)
