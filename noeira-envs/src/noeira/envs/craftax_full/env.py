@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import attrs
 import torch
@@ -57,6 +58,22 @@ from noeira.envs.craftax_full.constants import (
 from noeira.envs.craftax_full.state import State, empty_state, export_state, import_state, state_of
 
 __all__ = ["Craftax", "WorldQueue"]
+
+T = TypeVar("T")
+
+
+def _kernel(config: Craftax.Config, key: str, dev: torch.device, make: Callable[[], T | None]) -> T | None:
+    """The Triton piece ``make()`` gives (None without Triton) where ``env.<key>`` asks for it
+    (``triton``; ``auto``: on CUDA), None where the torch path runs; ``triton`` asked without
+    Triton is a ConfigError."""
+    choice = getattr(config, key)
+    if choice == "torch" or (choice == "auto" and dev.type != "cuda"):
+        return None
+    kernel = make()
+    if kernel is None and choice == "triton":
+        raise ConfigError(f"env.{key}: triton needs Triton (pip install triton), which does not import")
+    return kernel
+
 
 GENERATION_CHUNK = 2048
 """Worlds generated at once on CUDA (a world's draws take ~0.7 MB of int64 scratch a tensor);
@@ -111,13 +128,14 @@ class Craftax(TensorEnv):
         for key in ("obs_kernel", "worldgen_kernel", "step_kernel"):
             if getattr(config, key) not in ("auto", "torch", "triton"):
                 raise ConfigError(f"env.{key}: must be 'auto', 'torch' or 'triton', got {getattr(config, key)!r}")
-        self._world_kernel = {"auto": None, "torch": False, "triton": True}[config.worldgen_kernel]
-        """``world_from_draws``' ``kernel`` (``worldgen_kernel``)."""
-        if self._world_kernel:
-            from noeira.envs.craftax_full.triton_worldgen import worlds_kernel
 
-            if worlds_kernel() is None:
-                raise ConfigError("env.worldgen_kernel: triton needs Triton (pip install triton), which does not import")
+        def worlds() -> object:
+            from noeira.envs.craftax_full.triton_worldgen import worlds_kernel  # imports Triton if it is there
+
+            return worlds_kernel()
+
+        self._world_kernel = _kernel(config, "worldgen_kernel", dev, worlds) is not None
+        """``world_from_draws``' ``kernel`` (``worldgen_kernel``)."""
         high = torch.ones(OBS_SIZE)
         high[MAP_OBS_SIZE:] = 50.0  # the inventory's books / 2 go up to 49.5; the rest of the tail below 3
         symbolic = Box(torch.zeros(OBS_SIZE), high, dtype=torch.float32, device=dev)
@@ -129,24 +147,16 @@ class Craftax(TensorEnv):
                          capture_safe=self.resets == "queue",  # on_demand lists the ended envs on the host
                          validate_actions=config.validate_actions)
         self.config = config
-        self._write_compact: Callable[[State, Tensor], None] = render.compact
-        """What writes the compact observations (``obs_kernel``)."""
-        if config.obs_kernel == "triton" or (config.obs_kernel == "auto" and dev.type == "cuda"):
+
+        def compact() -> Callable[[State, Tensor], None] | None:
             from noeira.envs.craftax_full.triton_obs import compact_kernel  # imports Triton if it is there
 
-            kernel = compact_kernel()
-            if kernel is not None:
-                self._write_compact = kernel
-            elif config.obs_kernel == "triton":
-                raise ConfigError("env.obs_kernel: triton needs Triton (pip install triton), which does not import")
-        self._step: triton_step.StepFn = game.step
+            return compact_kernel()
+
+        self._write_compact: Callable[[State, Tensor], None] = _kernel(config, "obs_kernel", dev, compact) or render.compact
+        """What writes the compact observations (``obs_kernel``)."""
+        self._step: triton_step.StepFn = _kernel(config, "step_kernel", dev, triton_step.step_kernel) or game.step
         """What runs the rules (``step_kernel``)."""
-        if config.step_kernel == "triton" or (config.step_kernel == "auto" and dev.type == "cuda"):
-            kernel = triton_step.step_kernel()
-            if kernel is not None:
-                self._step = kernel
-            elif config.step_kernel == "triton":
-                raise ConfigError("env.step_kernel: triton needs Triton (pip install triton), which does not import")
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
         self._light0 = float(light[0])
