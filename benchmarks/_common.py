@@ -59,6 +59,40 @@ def env_stepper(env: Any, action: Any, graph: str, backend: Any) -> Callable[[],
     return step if graph == "eager" else get_graph_backend(graph).wrap(step, backend)
 
 
+def profile_steps(step: Callable[[], Any], sync: Callable[[], None], n: int, title: str, console: Any,
+                  steps: int = 20, warmup: int = 5, top: int = 15) -> None:
+    """Print the time per step of each kernel over ``steps`` calls of ``step`` (after ``warmup``)
+    with torch.profiler (GPU time with CUDA, else the CPU ops' own time), and the rate of ``n`` env
+    steps a call if the device did nothing else."""
+    import torch
+    from rich.table import Table
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = torch.cuda.is_available()
+    for _ in range(warmup):
+        step()
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA if gpu else ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+
+    def spent(e: Any) -> float:
+        return e.device_time_total if gpu else e.self_cpu_time_total
+
+    table = Table(title=f"{'GPU' if gpu else 'CPU'} time per step by kernel: {title} ({steps} eager steps)")
+    for c in ("kernel", "us/step", "calls/step", "share"):
+        table.add_column(c, justify="left" if c == "kernel" else "right")
+    events = [e for e in prof.key_averages() if spent(e) > 0]
+    total = sum(spent(e) for e in events)
+    for e in sorted(events, key=lambda e: -spent(e))[:top]:
+        table.add_row(e.key[:70], f"{spent(e) / steps:.1f}", f"{e.count / steps:.1f}", f"{100 * spent(e) / total:.0f}%")
+    table.add_row("total", f"{total / steps:.1f}", f"{sum(e.count for e in events) / steps:.0f}", "100%")
+    console.print(table)
+    if total:
+        console.print(f"  -> {n / (total / steps * 1e-6):.3g} env steps/s if the device did nothing else")
+
+
 def fmt_rate(x: float | None) -> str:
     """A rate with a G / M / k suffix (``-`` for none)."""
     if x is None:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import env_stepper, fmt_rate, graph_available, time_calls
+from _common import env_stepper, fmt_rate, graph_available, profile_steps, time_calls
 from rich.console import Console
 from rich.table import Table
 
@@ -146,29 +146,10 @@ def bench_craftax_cu(path: str, n: int, iters: int) -> tuple[float | None, str]:
 
 def profile_noeira(n: int, backend: str, kernel: str, obs: str, console: Console) -> None:
     """GPU time per kernel over 20 eager steps (after 5 warm-up steps)."""
-    from torch.profiler import ProfilerActivity, profile
-
     be = get_backend(backend)
     env = make_env("craftax-classic", num_envs=n, backend=be, seed=0, kernel=kernel, obs=obs)
     action = env.action_space.sample(n, generator=torch.Generator(device=be.device).manual_seed(0))
-    for _ in range(5):
-        env.step(action)
-    be.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(20):
-            env.step(action)
-        be.synchronize()
-    table = Table(title=f"GPU time per step by kernel: {kernel}/{obs}, {n:,} envs (20 eager steps)")
-    for c in ("kernel", "us/step", "calls/step", "share"):
-        table.add_column(c, justify="left" if c == "kernel" else "right")
-    events = [e for e in prof.key_averages() if e.device_time_total > 0]
-    total = sum(e.device_time_total for e in events)
-    for e in sorted(events, key=lambda e: -e.device_time_total)[:15]:
-        table.add_row(e.key[:70], f"{e.device_time_total / 20:.1f}", f"{e.count / 20:.1f}",
-                      f"{100 * e.device_time_total / total:.0f}%")
-    table.add_row("total", f"{total / 20:.1f}", f"{sum(e.count for e in events) / 20:.0f}", "100%")
-    console.print(table)
-    console.print(f"  -> {n / (total / 20 * 1e-6):.3g} env steps/s if the GPU did nothing else")
+    profile_steps(lambda: env.step(action), be.synchronize, n, f"{kernel}/{obs}, {n:,} envs", console)
     env.close()
 
 

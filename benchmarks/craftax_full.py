@@ -30,6 +30,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import re
@@ -38,13 +39,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import torch
-from _common import env_stepper, fmt_rate, graph_available, time_calls
+from _common import env_stepper, fmt_rate, graph_available, profile_steps, time_calls
 from rich.console import Console
 from rich.table import Table
 
@@ -297,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worldgen-warps", default=None, metavar="SxD,SxD",
                    help="warps of the Triton world kernels timed by --worldgen (smooth x dungeon floors; default: "
                         "triton_worldgen.LAUNCH's)")
+    p.add_argument("--step-launch", default=None, metavar="BxW,BxW",
+                   help="time the env with the rule kernels launched at each: worlds a program x warps (default: "
+                        "triton_lanes' BLOCK x NUM_WARPS)")
+    p.add_argument("--profile", default=None, metavar="N,N",
+                   help="also print the GPU time per kernel of 20 eager steps at each N envs (torch.profiler; after "
+                        "--warmup steps), for each variant, with the --env settings")
     p.add_argument("--obs-kernel", default=None, metavar="N,N",
                    help="only time the compact observation at N envs: the torch path (render.compact) against the "
                         "Triton kernel (triton_obs; on a CPU only under TRITON_INTERPRET=1)")
@@ -322,23 +329,28 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" env settings {options}" if options else ""))
     variants = [v.strip() for v in (a.variants or ("compact,symbolic" if be.device.type == "cuda" else "symbolic")).split(",")]
     binary = craftax_cu_binary(a.vs_craftax_cu, console) if a.vs_craftax_cu else None
-    columns = [f"{o} {g}" for o in variants for g in graphs] + ["craftax.cu", "jax"]
+    launches = [x.strip() for x in a.step_launch.split(",")] if a.step_launch else [""]
+    columns = [f"{o} {g}" + (f" {lc}" if lc else "") for o in variants for g in graphs for lc in launches]
+    columns += ["craftax.cu", "jax"]
     rows: list[dict[str, Any]] = []
     for n in sizes:
         row: dict[str, Any] = {"num_envs": n}
         for obs in variants:
             for graph in graphs:
-                try:
-                    res = bench_noeira(n, a.backend, graph, min_time, obs, options, a.warmup)
-                except (RuntimeError, NoeiraError, MemoryError) as err:
-                    console.print(f"[yellow]n={n} {obs} {graph}: {type(err).__name__}: {str(err)[:160]}")
-                    res = None
-                if be.device.type == "cuda":
-                    torch.cuda.empty_cache()
-                row[f"{obs} {graph}"] = res["steps_per_s"] if res else None
-                if res:
-                    row[f"{obs} bytes_per_env"] = res["bytes_per_env"]
-                    row[f"{obs} {graph} reused"] = res["reused"]
+                for lc in launches:
+                    name = f"{obs} {graph}" + (f" {lc}" if lc else "")
+                    try:
+                        with step_launch(lc):
+                            res = bench_noeira(n, a.backend, graph, min_time, obs, options, a.warmup)
+                    except (RuntimeError, NoeiraError, MemoryError) as err:
+                        console.print(f"[yellow]n={n} {name}: {type(err).__name__}: {str(err)[:160]}")
+                        res = None
+                    if be.device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    row[name] = res["steps_per_s"] if res else None
+                    if res:
+                        row[f"{obs} bytes_per_env"] = res["bytes_per_env"]
+                        row[f"{name} reused"] = res["reused"]
         row["craftax.cu"] = bench_craftax_cu(binary, n, a.cu_iters) if binary else None
         row["jax"] = bench_jax(n, min_time) if n <= a.jax_max else None
         rows.append(row)
@@ -359,6 +371,12 @@ def main(argv: list[str] | None = None) -> int:
         reused = max((v for k, v in r.items() if k.endswith("reused")), default=0.0)
         table.add_row(f"{r['num_envs']:,}", *[fmt_rate(r.get(c)) for c in cols], f"{size:,.0f}", f"{reused:.3f}", ratio)
     console.print(table)
+    if a.profile:
+        for n in (int(x) for x in a.profile.split(",")):
+            for obs in variants:
+                for lc in launches:
+                    with step_launch(lc):
+                        profile_noeira(n, a.backend, obs, options, a.warmup, console, lc)
     cu_train = train_craftax_cu(binary, a.cu_train, console) if binary and a.cu_train else None
     ppo = None
     if a.cu_train:
@@ -389,6 +407,35 @@ def main(argv: list[str] | None = None) -> int:
                        "torch": torch.__version__, "platform": platform.platform(), "commit": commit(),
                        "rows": rows, "craftax_cu_train": cu_train, "noeira_ppo": ppo}, f, indent=1)
     return 0
+
+
+@contextlib.contextmanager
+def step_launch(launch: str) -> Iterator[None]:
+    """The rule kernels launched at ``launch`` (``BxW``: worlds a program x warps; empty: as they
+    are) inside the block: ``triton_lanes.BLOCK`` and ``NUM_WARPS``, read at each launch."""
+    if not launch:
+        yield
+        return
+    from noeira.envs.craftax_full import triton_lanes
+
+    default = triton_lanes.BLOCK, triton_lanes.NUM_WARPS
+    triton_lanes.BLOCK, triton_lanes.NUM_WARPS = (int(v) for v in launch.split("x"))
+    try:
+        yield
+    finally:
+        triton_lanes.BLOCK, triton_lanes.NUM_WARPS = default
+
+
+def profile_noeira(n: int, backend: str, obs: str, options: dict[str, Any], warmup: int, console: Console,
+                   launch: str = "") -> None:
+    """GPU time per kernel of 20 eager steps at ``n`` envs, after ``warmup`` steps (at least 5)."""
+    be = get_backend(backend)
+    env = make_env("craftax", num_envs=n, backend=be, seed=0, obs=obs, **options)
+    action = env.action_space.sample(n, generator=torch.Generator(device=be.device).manual_seed(0))
+    profile_steps(lambda: env.step(action), be.synchronize, n, f"{obs}, {n:,} envs, {options or 'defaults'}"
+                  + (f", rules {launch}" if launch else ""),
+                  console, warmup=max(warmup, 5))
+    env.close()
 
 
 def worldgen_main(a: argparse.Namespace) -> int:

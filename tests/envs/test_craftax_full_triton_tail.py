@@ -316,17 +316,6 @@ def test_tail_on_edited_states(device: str, kernel_device) -> None:  # noqa: ANN
     assert stone.any()
 
 
-def test_spawn_scan_in_the_compiled_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The spawn window scanned in the tiles the compiled kernel uses (8 cells, four a row; the
-    interpreter's default is whole rows): the same arena as the torch tail, every spawn draw at 0."""
-    from noeira.envs.craftax_full import triton_tail
-
-    monkeypatch.setattr(triton_tail, "WINDOW_TILE", 8)
-    monkeypatch.setattr(triton_tail, "TILES", 4)
-    s = state_of(_stirred().arena[::4].clone())
-    _run(s, 1, torch.Generator().manual_seed(5), front=False, dev=torch.device("cpu"), spawn_go=1.0)
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_tail_in_env_rollouts(device: str, kernel_device) -> None:  # noqa: ANN001
     """Worlds of the env (fresh ones) played a few random steps: the kernel's tail is the torch

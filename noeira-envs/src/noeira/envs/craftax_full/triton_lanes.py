@@ -218,10 +218,12 @@ BLOCK = 128
 NUM_WARPS = 4
 
 
-def launch(kernel: Any, caller: str, s: State, act: Tensor, d: dict[str, Tensor]) -> None:
+def launch(kernel: Any, caller: str, s: State, act: Tensor, d: dict[str, Tensor], block: int | None = None,
+           warps: int | None = None) -> None:
     """Run a half of the step, ``kernel[grid](a8, a32, af, act, u, dirs, n, BLOCK)``, on the states
     ``s`` in place (their arena): ``act`` the action taken (int64 [N], :func:`.game.acting`'s), ``d``
-    the step's draws (:func:`.game.sample_draws`). ``caller`` names the launcher in the error for
+    the step's draws (:func:`.game.sample_draws`); ``block`` worlds a program on ``warps`` warps
+    (default :data:`BLOCK`, :data:`NUM_WARPS`). ``caller`` names the launcher in the error for
     inputs of another layout."""
     arena = s.arena
     n = arena.shape[0]
@@ -233,8 +235,9 @@ def launch(kernel: Any, caller: str, s: State, act: Tensor, d: dict[str, Tensor]
             or not dirs.is_contiguous() or act.shape != (n,) or act.dtype != torch.int64):
         raise ValueError(f"{caller}: needs a contiguous arena [N, ROW_BYTES], act int64 [N], u float32 [N, 33] and "
                          "dirs int64 [N, 8], contiguous")
-    kernel[(triton.cdiv(n, BLOCK),)](arena, arena.view(torch.int32), arena.view(torch.float32), act, u, dirs, n,
-                                     BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
+    block = block or BLOCK
+    kernel[(triton.cdiv(n, block),)](arena, arena.view(torch.int32), arena.view(torch.float32), act, u, dirs, n,
+                                     BLOCK=block, num_warps=warps or NUM_WARPS, enable_fp_fusion=False)
 
 
 @triton.jit
