@@ -459,11 +459,30 @@ def test_queue_hands_each_world_to_one_episode() -> None:
     env.step(torch.zeros(6, dtype=torch.long))
     stats = env.pop_episode_stats()
     assert stats["count"].item() == 6
-    # the queue was full: the refill replaced a fresh world with another, so 4 fresh worlds, 2 used
+    # the queue was full, so its refill made nothing: its 4 fresh worlds went to the first 4, 2 took used ones
     assert stats["world_reused_sum"].item() == 0  # the flag belongs to the episodes that start now
     assert env.reused.tolist() == [False] * 4 + [True] * 2
     arena = env.s.arena
-    assert torch.equal(arena[1], queued[1]) and torch.equal(arena[2], queued[2])
+    assert all(torch.equal(arena[i], queued[i]) for i in range(4))
+
+
+def test_queue_refills_only_the_slots_emptied() -> None:
+    """The refill makes one world for each slot handed out (at most ``queue_refill``), numbered on
+    from the last: none while no episode ends, two after two episodes end."""
+    env = _env(4, seed=0, resets="queue", queue_size=8, queue_refill=4)
+    q = env.queue
+    queued, serial = q.arena.clone(), q.serial.item()
+    env.step(torch.zeros(4, dtype=torch.long))
+    assert q.serial.item() == serial and torch.equal(q.arena[:8], queued[:8])
+    state = env.get_state()
+    state["player_health"][1:3] = 0.0  # two die
+    env.set_state(state)
+    env.step(torch.zeros(4, dtype=torch.long))  # they take slots 0 and 1
+    env.step(torch.zeros(4, dtype=torch.long))  # whose worlds the refill makes again
+    assert q.serial.item() == serial + 2
+    assert q.slot_serial[:8].tolist() == [8, 9, 2, 3, 4, 5, 6, 7]
+    fresh = env.generate_serial(torch.tensor([8, 9]))
+    assert torch.equal(q.arena[:2], fresh.arena) and torch.equal(q.arena[2:8], queued[2:8])
 
 
 def test_episode_achievements_floor_and_score() -> None:

@@ -35,6 +35,8 @@ if triton is not None:
         seed = tl.load(key_p)
         stream = tl.load(stream_p + i)
         serial = tl.load(serial_p + i)
+        if serial < 0:  # a world not asked for (worldgen.generate_keyed's skipped worlds)
+            return
         z = j.to(tl.uint32) * 0
         c1 = z + (stream & 0xFFFFFFFF).to(tl.uint32)
         c2 = z + (serial & 0xFFFFFFFF).to(tl.uint32)
@@ -53,7 +55,8 @@ def draws_kernel() -> Callable[[Tensor, Tensor, Tensor, Tensor], None] | None:
     """``draws(out, key, stream, serial)``: ``out [k, D]`` float32 gets the uniforms of the worlds
     (``stream[i]``, ``serial[i]``) (int64 [k]) under ``key`` (int64 [1], the run's key XOR the
     salt): ``out[i, 4 j + w]`` is Triton's ``uint_to_uniform_float`` of Philox word ``w`` at
-    counters ``(j, stream[i], serial[i] low word, serial[i] high word)``; None without Triton."""
+    counters ``(j, stream[i], serial[i] low word, serial[i] high word)``; a negative serial skips
+    its world (its row is left as it was); None without Triton."""
     if triton is None:
         return None
 

@@ -192,9 +192,11 @@ class Craftax(TensorEnv):
         return worldgen.generate_keyed(self.world_key, stream, serial, self._light0, chunk=self._chunk,
                                        kernel=self._world_kernel)
 
-    def generate_serial(self, serial: Tensor) -> State:
-        """The queue's worlds ``serial`` (int64 [k])."""
-        return self.generate_worlds(torch.full_like(serial, worldgen.QUEUE_STREAM), serial)
+    def generate_serial(self, serial: Tensor, into: State | None = None) -> State:
+        """The queue's worlds ``serial`` (int64 [k]); ``into``: written into its rows, where the
+        kernels skip negative serials (:func:`.worldgen.generate_keyed`)."""
+        return worldgen.generate_keyed(self.world_key, torch.full_like(serial, worldgen.QUEUE_STREAM), serial,
+                                       self._light0, chunk=self._chunk, kernel=self._world_kernel, into=into)
 
     # -- TensorEnv -----------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Tensor:
@@ -313,35 +315,40 @@ class WorldQueue:
 
     The queue holds ``size`` worlds and their first observations; ``head`` counts the worlds
     handed out, ``tail`` the worlds written, so the fresh ones are ``head .. tail - 1`` (modulo
-    ``size``). Each step :meth:`refill` generates ``refill`` worlds behind ``tail`` (fixed work) and
-    :meth:`draw` gives the ended envs the next worlds in env order (:meth:`draw_obs` their first
-    observations); an env that finds the queue empty takes a used world and is flagged in
-    ``reused``. A world is one row of the state's arena: on CUDA with Triton one kernel copies the
-    rows of the ended envs (its cost follows them); elsewhere a select over every row.
+    ``size``). Each step :meth:`refill` generates worlds behind ``tail`` for the slots emptied, at
+    most ``refill`` (the launches are the same every step; on CUDA the kernels skip the worlds not
+    needed, so the work follows the episodes that ended), and :meth:`draw` gives the ended envs the
+    next worlds in env order (:meth:`draw_obs` their first observations); an env that finds the
+    queue empty takes a used world and is flagged in ``reused``. A world is one row of the state's
+    arena: on CUDA with Triton one kernel copies the rows of the ended envs (its cost follows
+    them); elsewhere a select over every row.
     """
 
-    def __init__(self, generate: Callable[[Tensor], State], observe: Callable[[State, Tensor], None], size: int,
-                 refill: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
+    def __init__(self, generate: Callable[[Tensor, State], State], observe: Callable[[State, Tensor], None],
+                 size: int, refill: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
                  device: torch.device) -> None:
         self.generate, self.observe, self.size, self.refill_count = generate, observe, size, refill
         self.device = torch.device(device)
-        self.arena = torch.zeros((size, empty_state(1, self.device).arena.shape[1]), dtype=torch.uint8,
-                                 device=self.device)
-        self.obs = torch.zeros((size, *obs_shape), dtype=obs_dtype, device=self.device)
+        row = empty_state(1, self.device).arena.shape[1]
+        # one row (and observation) past the slots: where refill's worlds not needed are copied
+        self.arena = torch.zeros((size + 1, row), dtype=torch.uint8, device=self.device)
+        self.obs = torch.zeros((size + 1, *obs_shape), dtype=obs_dtype, device=self.device)
         self.head = torch.zeros((), dtype=torch.int64, device=self.device)
         self.tail = torch.full((), size, dtype=torch.int64, device=self.device)
         self._offsets = torch.arange(refill, device=self.device)
+        self._fresh = empty_state(refill, self.device)  # refill's worlds (rows of zeros: states the kernels can read)
+        self._first = torch.zeros((refill, *obs_shape), dtype=obs_dtype, device=self.device)
         self.serial = torch.zeros((), dtype=torch.int64, device=self.device)
         """The serial of the next world to generate (the queue's worlds are numbered in order)."""
-        self.slot_serial = torch.zeros(size, dtype=torch.int64, device=self.device)
-        """The serial of the world each slot holds."""
+        self.slot_serial = torch.zeros(size + 1, dtype=torch.int64, device=self.device)
+        """The serial of the world each slot holds (and past them, of the last world not needed)."""
         self._ended = torch.empty(num_envs + 1, dtype=torch.int64, device=self.device)  # scratch of the row copy
         self._envs = torch.arange(num_envs, device=self.device)
         self._last: tuple[Tensor, Tensor, Tensor] | None = None  # filled by the env's first reset
 
     def fill(self) -> None:
         """New worlds 0 .. size - 1 in every slot (on ``reset(seed)``, so a seed fixes the worlds)."""
-        self.slot_serial.copy_(torch.arange(self.size, device=self.device))
+        self.slot_serial[: self.size].copy_(torch.arange(self.size, device=self.device))
         self.serial.fill_(self.size)
         self.regenerate()
         self.head.zero_()
@@ -351,22 +358,24 @@ class WorldQueue:
         """Every slot's world (and first observation) from its serial, in chunks."""
         chunk = GENERATION_CHUNK
         for start in range(0, self.size, chunk):
-            fresh = self.generate(self.slot_serial[start : start + chunk])
-            self.arena[start : start + chunk].copy_(fresh.arena)
-            self.observe(fresh, self.obs[start : start + chunk])
+            stop = min(start + chunk, self.size)
+            fresh = self.generate(self.slot_serial[start:stop], None)
+            self.arena[start:stop].copy_(fresh.arena)
+            self.observe(fresh, self.obs[start:stop])
 
     def refill(self) -> None:
-        """Generate ``refill`` fresh worlds behind the last one written."""
-        slots = (self.tail + self._offsets) % self.size
-        serials = self.serial + self._offsets
-        self.serial.add_(self.refill_count)
+        """Generate fresh worlds behind the last one written, one for each empty slot, at most ``refill``."""
+        empty = (self.head + self.size - self.tail).clamp(0, self.refill_count)
+        take = self._offsets < empty
+        slots = torch.where(take, (self.tail + self._offsets) % self.size, self.size)
+        serials = torch.where(take, self.serial + self._offsets, -1)
+        self.serial.add_(empty)
         self.slot_serial.index_copy_(0, slots, serials)
-        fresh = self.generate(serials)
+        fresh = self.generate(serials, self._fresh)
         self.arena.index_copy_(0, slots, fresh.arena)
-        first = torch.empty((self.refill_count, *self.obs.shape[1:]), dtype=self.obs.dtype, device=self.device)
-        self.observe(fresh, first)
-        self.obs.index_copy_(0, slots, first)
-        self.tail.copy_(torch.minimum(self.tail + self.refill_count, self.head + self.size))
+        self.observe(fresh, self._first)
+        self.obs.index_copy_(0, slots, self._first)
+        self.tail.add_(empty)
 
     def draw(self, mask: Tensor, into: State, reused: Tensor) -> None:
         """Copy the next worlds into the rows of ``into`` where ``mask`` [N] is True (in env order)."""
@@ -383,7 +392,7 @@ class WorldQueue:
         """Copy the first observations of the worlds the last :meth:`draw` handed out into ``out``."""
         mask, order, src = self._last
         n = out.shape[0]
-        self._copy(out.view(n, -1).view(torch.uint8), self.obs.view(self.size, -1).view(torch.uint8), mask, order, src)
+        self._copy(out.view(n, -1).view(torch.uint8), self.obs.view(self.size + 1, -1).view(torch.uint8), mask, order, src)
 
     def _copy(self, dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows_: Tensor) -> None:
         """``dst[e] = src[rows_[e]]`` where ``mask`` (byte rows)."""
@@ -394,4 +403,4 @@ class WorldQueue:
             # so the CPU runs what a recording holds: ``noeira.core.testing.check_env_capture`` checks it)
             dst.copy_(torch.where(mask.unsqueeze(1), src.index_select(0, rows_), dst))
 
-    __scratch__ = ("_ended", "_envs", "_last")  # in-step scratch (``noeira verify-graph`` skips them)
+    __scratch__ = ("_ended", "_envs", "_last", "_fresh", "_first")  # in-step scratch (``noeira verify-graph`` skips them)

@@ -244,6 +244,8 @@ if triton is not None:
         w = tl.program_id(0).to(tl.int64)
         f = tl.program_id(1)
         row = tl.load(rows_p + w).to(tl.int64)
+        if row < 0:  # a world not asked for (generate_keyed's negative serials)
+            return
         xr = tl.arange(0, 64)[:, None]
         yr = tl.arange(0, 64)[None, :]
         inside = (xr < _W) & (yr < _W)
@@ -339,6 +341,8 @@ if triton is not None:
         w = tl.program_id(0).to(tl.int64)
         d = tl.program_id(1)
         row = tl.load(rows_p + w).to(tl.int64)
+        if row < 0:  # a world not asked for (generate_keyed's negative serials)
+            return
         xr = tl.arange(0, 64)[:, None]
         yr = tl.arange(0, 64)[None, :]
         inside = (xr < _W) & (yr < _W)
@@ -430,7 +434,10 @@ if triton is not None:
         map, the scalars), the potion mapping (the stable ``argsort`` of the draws: a draw's rank
         counts the smaller ones and the equal ones before it)."""
         w = tl.program_id(0).to(tl.int64)
-        dst = words + tl.load(rows_p + w).to(tl.int64) * _ROW_W
+        row = tl.load(rows_p + w).to(tl.int64)
+        if row < 0:
+            return
+        dst = words + row * _ROW_W
         for start in tl.range(_MOB_W, _LIGHT_W, BLOCK):
             at = start + tl.arange(0, BLOCK)
             keep = at < _LIGHT_W
@@ -503,7 +510,8 @@ def dungeon_floors(d: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor
 def worlds_kernel() -> Callable[[dict[str, Tensor], float, Tensor, Tensor], None] | None:
     """``write(draws, light0, arena, rows)``: the initial states :func:`.worldgen.world_from_draws`
     makes of ``draws`` (``k`` worlds) written into rows ``rows`` (int64 [k], distinct) of
-    ``arena`` [N, ROW_BYTES] uint8 (contiguous rows), every byte of them; None without Triton."""
+    ``arena`` [N, ROW_BYTES] uint8 (contiguous rows), every byte of them; a negative row skips its
+    world (its programs return at once; its draws are not read); None without Triton."""
     if triton is None:
         return None
 

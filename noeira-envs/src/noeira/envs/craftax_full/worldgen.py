@@ -263,23 +263,31 @@ def keyed_draws(key: Tensor, stream: Tensor, serial: Tensor, kernel: bool | None
 
 
 def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, chunk: int = 256,
-                   kernel: bool | None = None) -> State:
+                   kernel: bool | None = None, into: State | None = None) -> State:
     """The initial states of the worlds numbered ``(stream[i], serial[i])`` (:func:`keyed_draws`),
     ``chunk`` at a time (a world's draws take ~0.4 MB, and ~0.7 MB of int64 scratch on the torch
     path); ``kernel`` as :func:`world_from_draws`' (the Triton kernels write each chunk's worlds
-    straight into the states' rows)."""
+    straight into the states' rows). ``into``: states of ``k`` rows to write world ``i`` into
+    row ``i`` of (and returned); there the Triton kernels skip the worlds whose serial is negative,
+    whose rows keep what they held, so the work follows the worlds asked for while the shapes stay
+    fixed (a CUDA graph records them; the torch path makes every world)."""
     k, dev = stream.shape[0], stream.device
-    if k <= chunk:
-        return world_from_draws(keyed_draws(key, stream, serial), light0, kernel)
     write = _worlds_kernel(kernel, dev)
-    s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev)) if write else empty_state(k, dev)
-    rows = torch.arange(k, device=dev) if write else None
-    for i in range(0, k, chunk):
-        draws = keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk])
-        if write is not None:
-            write(draws, light0, s.arena, rows[i:i + chunk])
-        else:
+    if write is None:
+        if into is None and k <= chunk:
+            return world_from_draws(keyed_draws(key, stream, serial), light0, kernel=False)
+        s = empty_state(k, dev) if into is None else into
+        serial = serial.clamp(min=0)  # (every world made: a skipped one's draws must be numbers)
+        for i in range(0, k, chunk):
+            draws = keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk])
             s.arena[i:i + chunk].copy_(world_from_draws(draws, light0, kernel=False).arena)
+        return s
+    s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev)) if into is None else into
+    rows = torch.arange(k, device=dev)
+    if into is not None:
+        rows = torch.where(serial >= 0, rows, -1)
+    for i in range(0, k, chunk):
+        write(keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk]), light0, s.arena, rows[i:i + chunk])
     return s
 
 
