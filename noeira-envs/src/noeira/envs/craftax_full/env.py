@@ -317,33 +317,34 @@ class WorldQueue:
     handed out, ``tail`` the worlds written, so the fresh ones are ``head .. tail - 1`` (modulo
     ``size``). Each step :meth:`refill` generates worlds behind ``tail`` for the slots emptied, at
     most ``refill`` (the launches are the same every step; on CUDA the kernels skip the worlds not
-    needed, so the work follows the episodes that ended), and :meth:`draw` gives the ended envs the
-    next worlds in env order (:meth:`draw_obs` their first observations); an env that finds the
-    queue empty takes a used world and is flagged in ``reused``. A world is one row of the state's
-    arena: on CUDA with Triton one kernel copies the rows of the ended envs (its cost follows
-    them); elsewhere a select over every row.
+    needed and copy only those made, so the work follows the episodes that ended), and
+    :meth:`draw` gives the ended envs the next worlds in env order (:meth:`draw_obs` their first
+    observations); an env that finds the queue empty takes a used world and is flagged in
+    ``reused``. A world is one row of the state's arena: on CUDA with Triton one kernel copies the
+    rows listed (its cost follows them); elsewhere a select over every row.
     """
 
-    def __init__(self, generate: Callable[[Tensor, State], State], observe: Callable[[State, Tensor], None],
+    def __init__(self, generate: Callable[[Tensor, State | None], State], observe: Callable[[State, Tensor], None],
                  size: int, refill: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
                  device: torch.device) -> None:
         self.generate, self.observe, self.size, self.refill_count = generate, observe, size, refill
         self.device = torch.device(device)
-        row = empty_state(1, self.device).arena.shape[1]
-        # one row (and observation) past the slots: where refill's worlds not needed are copied
-        self.arena = torch.zeros((size + 1, row), dtype=torch.uint8, device=self.device)
-        self.obs = torch.zeros((size + 1, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.arena = torch.zeros((size, empty_state(1, self.device).arena.shape[1]), dtype=torch.uint8,
+                                 device=self.device)
+        self.obs = torch.zeros((size, *obs_shape), dtype=obs_dtype, device=self.device)
         self.head = torch.zeros((), dtype=torch.int64, device=self.device)
         self.tail = torch.full((), size, dtype=torch.int64, device=self.device)
         self._offsets = torch.arange(refill, device=self.device)
-        self._fresh = empty_state(refill, self.device)  # refill's worlds (rows of zeros: states the kernels can read)
+        self._fresh = empty_state(refill, self.device)  # refill's worlds (zeroed rows: states the kernels can read)
         self._first = torch.zeros((refill, *obs_shape), dtype=obs_dtype, device=self.device)
         self.serial = torch.zeros((), dtype=torch.int64, device=self.device)
         """The serial of the next world to generate (the queue's worlds are numbered in order)."""
-        self.slot_serial = torch.zeros(size + 1, dtype=torch.int64, device=self.device)
-        """The serial of the world each slot holds (and past them, of the last world not needed)."""
-        self._ended = torch.empty(num_envs + 1, dtype=torch.int64, device=self.device)  # scratch of the row copy
+        self.slot_serial = torch.zeros(size, dtype=torch.int64, device=self.device)
+        """The serial of the world each slot holds."""
+        self._ended = torch.empty(num_envs + 1, dtype=torch.int64, device=self.device)  # scratch of the row copies
         self._envs = torch.arange(num_envs, device=self.device)
+        self._listed = torch.empty(size + 1, dtype=torch.int64, device=self.device)
+        self._slots = torch.arange(size, device=self.device)
         self._last: tuple[Tensor, Tensor, Tensor] | None = None  # filled by the env's first reset
 
     def fill(self) -> None:
@@ -358,23 +359,24 @@ class WorldQueue:
         """Every slot's world (and first observation) from its serial, in chunks."""
         chunk = GENERATION_CHUNK
         for start in range(0, self.size, chunk):
-            stop = min(start + chunk, self.size)
-            fresh = self.generate(self.slot_serial[start:stop], None)
-            self.arena[start:stop].copy_(fresh.arena)
-            self.observe(fresh, self.obs[start:stop])
+            fresh = self.generate(self.slot_serial[start : start + chunk], None)
+            self.arena[start : start + chunk].copy_(fresh.arena)
+            self.observe(fresh, self.obs[start : start + chunk])
 
     def refill(self) -> None:
         """Generate fresh worlds behind the last one written, one for each empty slot, at most ``refill``."""
         empty = (self.head + self.size - self.tail).clamp(0, self.refill_count)
-        take = self._offsets < empty
-        slots = torch.where(take, (self.tail + self._offsets) % self.size, self.size)
-        serials = torch.where(take, self.serial + self._offsets, -1)
-        self.serial.add_(empty)
-        self.slot_serial.index_copy_(0, slots, serials)
+        serials = torch.where(self._offsets < empty, self.serial + self._offsets, -1)  # -1: not made
         fresh = self.generate(serials, self._fresh)
-        self.arena.index_copy_(0, slots, fresh.arena)
         self.observe(fresh, self._first)
-        self.obs.index_copy_(0, slots, self._first)
+        behind = (self._slots - self.tail) % self.size  # each slot's place behind the tail
+        new = behind < empty
+        order = torch.cumsum(new.long(), 0) - 1
+        made = behind.clamp(max=self.refill_count - 1)
+        self.slot_serial.copy_(torch.where(new, self.serial + behind, self.slot_serial))
+        self.serial.add_(empty)
+        self._copy(self.arena, fresh.arena, new, order, made, self._listed, self._slots)
+        self._copy(self._bytes(self.obs), self._bytes(self._first), new, order, made, self._listed, self._slots)
         self.tail.add_(empty)
 
     def draw(self, mask: Tensor, into: State, reused: Tensor) -> None:
@@ -383,7 +385,7 @@ class WorldQueue:
         absolute = self.head + order
         src = absolute % self.size
         reused.copy_(torch.where(mask, absolute >= self.tail, reused))
-        self._copy(into.arena, self.arena, mask, order, src)
+        self._copy(into.arena, self.arena, mask, order, src, self._ended, self._envs)
         self._last = (mask, order, src)
         self.head.add_(mask.sum())
         self.tail.copy_(torch.maximum(self.tail, self.head))
@@ -391,16 +393,23 @@ class WorldQueue:
     def draw_obs(self, out: Tensor) -> None:
         """Copy the first observations of the worlds the last :meth:`draw` handed out into ``out``."""
         mask, order, src = self._last
-        n = out.shape[0]
-        self._copy(out.view(n, -1).view(torch.uint8), self.obs.view(self.size + 1, -1).view(torch.uint8), mask, order, src)
+        self._copy(self._bytes(out), self._bytes(self.obs), mask, order, src, self._ended, self._envs)
 
-    def _copy(self, dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows_: Tensor) -> None:
-        """``dst[e] = src[rows_[e]]`` where ``mask`` (byte rows)."""
+    @staticmethod
+    def _bytes(t: Tensor) -> Tensor:
+        """``t`` [n, ...] as byte rows [n, B]."""
+        return t.view(t.shape[0], -1).view(torch.uint8)
+
+    def _copy(self, dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows_: Tensor, listed: Tensor,
+              index: Tensor) -> None:
+        """``dst[e] = src[rows_[e]]`` where ``mask`` (byte rows; ``order`` the inclusive cumsum of
+        ``mask`` minus 1, ``listed`` [len(mask) + 1] scratch, ``index`` = ``arange(len(mask))``)."""
         copy = rows.copy_rows_kernel() if self.device.type == "cuda" else None
         if copy is not None:
-            copy(dst, src, mask, order, rows_, self._ended, self._envs)
-        else:  # no Triton, or the CPU: select over every env (work for all, but fixed shapes and no sync,
+            copy(dst, src, mask, order, rows_, listed, index)
+        else:  # no Triton, or the CPU: select over every row (work for all, but fixed shapes and no sync,
             # so the CPU runs what a recording holds: ``noeira.core.testing.check_env_capture`` checks it)
             dst.copy_(torch.where(mask.unsqueeze(1), src.index_select(0, rows_), dst))
 
-    __scratch__ = ("_ended", "_envs", "_last", "_fresh", "_first")  # in-step scratch (``noeira verify-graph`` skips them)
+    # in-step scratch (``noeira verify-graph`` skips them)
+    __scratch__ = ("_ended", "_envs", "_listed", "_slots", "_last", "_fresh", "_first")
