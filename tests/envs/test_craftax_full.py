@@ -485,6 +485,21 @@ def test_queue_refills_only_the_slots_emptied() -> None:
     assert torch.equal(q.arena[:2], fresh.arena) and torch.equal(q.arena[2:8], queued[2:8])
 
 
+def test_episode_sums_are_the_table_product() -> None:
+    """The env's own sums over the ended episodes (over the achievement bytes) equal the base's
+    table of ``_episode_values`` times the ended flags."""
+    from noeira.core import TensorEnv
+
+    env = _env(5, seed=0)
+    g = torch.Generator().manual_seed(3)
+    env.s["achievements"].copy_(torch.rand(env.s["achievements"].shape, generator=g) < 0.3)
+    env.reused.copy_(torch.tensor([True, False, True, True, False]))
+    done = torch.tensor([True, True, False, True, False])
+    got = env._episode_sums(done)
+    assert got.dtype == torch.float64 and got[-2] > 0 and got[-1] == 2
+    assert torch.equal(got, TensorEnv._episode_sums(env, done))
+
+
 def test_episode_achievements_floor_and_score() -> None:
     env = _env(2, seed=0)
     state = env.get_state()

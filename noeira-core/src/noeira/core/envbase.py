@@ -25,7 +25,8 @@ then pass ``capture_safe=False``.
 Episode statistics. Beside return and length, an env may keep per-episode values (an
 achievement unlocked, a distance reached): list their names in ``episode_stat_keys`` and
 return ``{key: [N] float}`` from ``_episode_values()`` (read right before the reset, where an
-episode ends). ``pop_episode_stats`` then also returns ``<key>_sum``, and the driver reports
+episode ends; an env with a cheaper way to sum them over the ended episodes overrides
+``_episode_sums(done)``). ``pop_episode_stats`` then also returns ``<key>_sum``, and the driver reports
 ``episode_<key>`` (the mean over episodes) and whatever ``episode_metrics(means)`` derives.
 
 Checkpoints. :meth:`TensorEnv.state_dict` holds what a resumed run needs to step on exactly as
@@ -197,6 +198,14 @@ class TensorEnv:
         env is in, read at the step it ends (before its reset)."""
         return {}
 
+    def _episode_sums(self, done: Tensor) -> Tensor:
+        """The sums of ``episode_stat_keys``' values (float [K], in their order) over the envs where
+        ``done`` (bool [N]): one [N, K] table of :meth:`_episode_values` and one product (K reductions
+        of their own were ~5 launches each: Craftax's 69 statistics, ~350 small kernels a step)."""
+        values = self._episode_values()
+        table = torch.stack([values[k] for k in self.episode_stat_keys], 1)
+        return done.to(self._stats.dtype) @ table.to(self._stats.dtype)
+
     def episode_metrics(self, means: Mapping[str, float]) -> dict[str, float]:
         """Metrics derived on the host from the episode means (``episode_<key>``); none by default."""
         return {}
@@ -262,11 +271,7 @@ class TensorEnv:
         d = done.to(self._stats.dtype)
         sums = torch.stack([(self.episode_return * d).sum(), (self.episode_length * d).sum(), d.sum()])
         if self.episode_stat_keys:
-            values = self._episode_values()
-            # one [N, K] table and one product: K reductions of their own were ~5 launches each
-            # (Craftax's 69 statistics: ~350 small kernels a step)
-            table = torch.stack([values[k] for k in self.episode_stat_keys], 1)
-            sums = torch.cat([sums, d @ table.to(d.dtype)])
+            sums = torch.cat([sums, self._episode_sums(done)])
         self._stats += sums
         self.episode_return.masked_fill_(done, 0)
         self.episode_length.masked_fill_(done, 0)
