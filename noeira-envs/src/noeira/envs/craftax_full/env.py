@@ -188,10 +188,11 @@ class Craftax(TensorEnv):
         self.world_key.copy_(torch.randint(0, 2**62, (1,), generator=self.generator, device=self.device))
         self.episode.fill_(-1)
 
-    def generate_worlds(self, stream: Tensor, serial: Tensor) -> State:
-        """The initial states of the worlds numbered (``stream[i]``, ``serial[i]``) under the run's key."""
+    def generate_worlds(self, stream: Tensor, serial: Tensor, into: State | None = None) -> State:
+        """The initial states of the worlds numbered (``stream[i]``, ``serial[i]``) under the run's key
+        (``into``: written into its rows, :func:`.worldgen.generate_keyed`)."""
         return worldgen.generate_keyed(self.world_key, stream, serial, self._light0, chunk=self._chunk,
-                                       kernel=self._world_kernel)
+                                       kernel=self._world_kernel, into=into)
 
     def generate_serial(self, serial: Tensor, into: State | None = None) -> State:
         """The queue's worlds ``serial`` (int64 [k]); ``into``: written into its rows, where the
@@ -207,7 +208,7 @@ class Craftax(TensorEnv):
             self.generator.manual_seed(seed)
             self._new_world_key()
         self.episode.add_(1)
-        self.s.arena.copy_(self.generate_worlds(self._envs, self.episode).arena)
+        self.generate_worlds(self._envs, self.episode, into=self.s)  # in place: no second copy of every state
         self.reused.zero_()
         if self.queue is not None and (seed is not None or self.queue.serial.item() == 0):
             self.queue.fill()
