@@ -197,8 +197,7 @@ class Craftax(TensorEnv):
     def generate_serial(self, serial: Tensor, into: State | None = None) -> State:
         """The queue's worlds ``serial`` (int64 [k]); ``into``: written into its rows, where the
         kernels skip negative serials (:func:`.worldgen.generate_keyed`)."""
-        return worldgen.generate_keyed(self.world_key, torch.full_like(serial, worldgen.QUEUE_STREAM), serial,
-                                       self._light0, chunk=self._chunk, kernel=self._world_kernel, into=into)
+        return self.generate_worlds(torch.full_like(serial, worldgen.QUEUE_STREAM), serial, into)
 
     # -- TensorEnv -----------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Tensor:
@@ -361,7 +360,7 @@ class WorldQueue:
 
     def fill(self) -> None:
         """New worlds 0 .. size - 1 in every slot (on ``reset(seed)``, so a seed fixes the worlds)."""
-        self.slot_serial[: self.size].copy_(torch.arange(self.size, device=self.device))
+        self.slot_serial.copy_(torch.arange(self.size, device=self.device))
         self.serial.fill_(self.size)
         self.regenerate()
         self.head.zero_()
