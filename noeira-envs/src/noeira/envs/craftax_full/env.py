@@ -115,7 +115,7 @@ class Craftax(TensorEnv):
         states' rows, :mod:`.triton_worldgen`, the same bytes; CUDA, or a CPU under
         ``TRITON_INTERPRET=1``) or ``auto``: triton on CUDA where Triton imports, torch elsewhere."""
         step_kernel: str = "auto"
-        """What runs the rules: ``torch`` (:func:`.game.step`, every device), ``triton`` (two Triton
+        """What runs the rules: ``torch`` (:func:`.game.step`, every device), ``triton`` (four Triton
         kernels, :mod:`.triton_step`, the same states bit for bit; CUDA, or a CPU under
         ``TRITON_INTERPRET=1``) or ``auto``: triton on CUDA where Triton imports, torch elsewhere."""
 

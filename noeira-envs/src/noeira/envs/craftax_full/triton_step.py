@@ -1,6 +1,7 @@
 """The full game's rules as Triton kernels: :mod:`.triton_front` (the player's half of
-:func:`.game.step`) and :mod:`.triton_tail` (the mobs and the world), each one launch that reads
-and writes the state in place in its byte arena, one lane per world. Around them stay the few
+:func:`.game.step`, one launch) and :mod:`.triton_tail` (the mobs and the world: three launches,
+the spawns apart), reading and writing the state in place in its byte arena, one lane per world
+(the spawns: one world a program). Around them stay the few
 torch operations of :func:`.game.step`'s ends: the action taken (:func:`.game.acting`), the
 achievements and health the reward counts from, and :func:`.game.finish` (reward, termination,
 the clock and its light).
