@@ -283,9 +283,7 @@ def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, c
             s.arena[i:i + chunk].copy_(world_from_draws(draws, light0, kernel=False).arena)
         return s
     s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev)) if into is None else into
-    rows = torch.arange(k, device=dev)
-    if into is not None:
-        rows = torch.where(serial >= 0, rows, -1)
+    rows = torch.where(serial >= 0, torch.arange(k, device=dev), -1)  # (negative serials come only with into)
     for i in range(0, k, chunk):
         write(keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk]), light0, s.arena, rows[i:i + chunk])
     return s
