@@ -29,7 +29,7 @@ TYPES = {torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16", torch.int32
          torch.float32: "*fp32", torch.float64: "*fp64", torch.bfloat16: "*bf16"}
 KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_observe_queue_kernel",
                            "_expand_kernel"),
-           "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel",),
+           "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel", "_expand_kernel"),
            "full_worldgen": ("_smooth_kernel", "_dungeon_kernel", "_rest_kernel"),
            "full_front": ("_front_kernel",), "full_tail": ("_mobs_kernel", "_spawn_kernel", "_upkeep_kernel")}
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
@@ -59,7 +59,8 @@ print(json.dumps(failed))
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     """Run one step and one bf16 expansion in the interpreter (and a step of the full game with its
-    rule and observation kernels, and one full-game world by its kernels), recording every kernel launch."""
+    rule and observation kernels, its expansions, and one full-game world by its kernels), recording
+    every kernel launch."""
     from noeira.core import make_env
     from noeira.envs.craftax import render, triton_step, triton_worldgen
     from noeira.envs.craftax_full import triton_front, triton_obs, triton_tail, worldgen
@@ -108,6 +109,8 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     worldgen.world_from_draws(draws, 0.5, kernel=True)  # as CUDA's queue makes its worlds
     wide = torch.zeros(8, 1352, dtype=torch.bfloat16)
     triton_step.expand(env.obs, wide, render._tenths_table(torch.device("cpu")))
+    for dtype in (torch.bfloat16, torch.float32):  # the full game's expansion, as a padded input layer reads it
+        triton_obs.expand_kernel()(full.obs, torch.zeros(4, 8272, dtype=dtype))
     # the world kernel as the GPU launches it (the interpreter takes 64 rows at a time, uncapped)
     for x in [x for x in launches if x["kernel"] == "_worldgen_kernel"]:
         for keep in (True, False):

@@ -903,6 +903,46 @@ def test_compact_kernel_writes_the_torch_bytes(ref: dict[str, np.ndarray], devic
     assert torch.equal(part.cpu(), want)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_expand_kernel_writes_the_torch_floats(ref: dict[str, np.ndarray], device: str, kernel_device) -> None:  # noqa: ANN001
+    """The Triton expansion of compact codes (the Encoded space's decode on CUDA) writes the
+    floats of the torch ``render.expand`` bit for bit, float32 and bfloat16 (torch's cast of each),
+    into rows wider than 8,268 (a padded input layer's) without touching the columns after them:
+    on the codes of reference and edited states (every floor, dark cells, mob flags at the view's
+    edges) and on noise codes (any block, item and flag byte, dark or lit, random tail floats)."""
+    pytest.importorskip("triton")
+    from noeira.envs.craftax_full import render
+    from noeira.envs.craftax_full.triton_obs import expand_kernel
+
+    dev = kernel_device(device)
+    varied = _varied_states(ref)
+    states = torch.empty((varied.arena.shape[0], render.COMPACT_SIZE), dtype=torch.uint8)
+    render.compact(varied, states)
+    g = torch.Generator().manual_seed(3)
+    noise = torch.randint(0, 256, (9, render.COMPACT_SIZE), generator=g, dtype=torch.uint8)
+    blocks = noise[:, render.BLOCK_BYTES:render.ITEM_BYTES]
+    blocks.copy_(torch.where(blocks < 128, blocks % 37, torch.full_like(blocks, render.DARK)))  # half dark
+    noise[:, render.ITEM_BYTES:render.MOB_BYTES] %= 5
+    noise[:, :render.TAIL_BYTES] = (torch.randn((9, 51), generator=g) * 7).view(torch.uint8).view(9, -1)
+    codes = torch.cat([states, noise])
+    want = render.expand(codes)  # the torch path on the CPU
+    assert (want[:, : render.CELLS * render.CH].view(-1, render.CELLS, render.CH)[..., -1] == 0).any()  # dark cells
+    for dtype in (torch.float32, torch.bfloat16):
+        out = torch.full((codes.shape[0], OBS_SIZE + 12), 7.0, dtype=dtype, device=dev)
+        expand_kernel()(codes.to(dev), out)
+        got = out.cpu()
+        bad = got[:, :OBS_SIZE].view(torch.int16 if dtype == torch.bfloat16 else torch.int32) != \
+            want.to(dtype).view(torch.int16 if dtype == torch.bfloat16 else torch.int32)
+        assert not bad.any(), (f"{dtype}: columns {bad.any(0).nonzero().squeeze(1)[:10].tolist()}, "
+                               f"rows {bad.any(1).nonzero().squeeze(1)[:10].tolist()}")
+        assert (got[:, OBS_SIZE:] == 7.0).all(), "columns after the 8,268 were written"
+    if dev.type == "cuda":  # the space's decode and decode_into take the kernel there
+        padded = torch.zeros((codes.shape[0], OBS_SIZE + 4), dtype=torch.bfloat16, device=dev)
+        render.expand_into(codes.to(dev), padded)
+        assert torch.equal(padded[:, :OBS_SIZE].cpu(), want.to(torch.bfloat16))
+        assert torch.equal(render.expand(codes.to(dev)).cpu(), want)
+
+
 @pytest.mark.parametrize("obs", ["compact", "symbolic"])
 def test_env_observes_through_the_compact_kernel(obs: str, kernel_device) -> None:  # noqa: ANN001
     """The env with the Triton kernel writing its observations (``obs_kernel = "triton"``, here in

@@ -22,6 +22,7 @@ left of the view, or a dead slot sharing a cell, clears a flag an earlier slot s
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Callable
 
 import torch
@@ -167,7 +168,20 @@ def expand(code: Tensor, out: Tensor | None = None) -> Tensor:
     return res.view(*lead, OBS_SIZE)
 
 
+@functools.cache
+def _triton_expand() -> Callable[[Tensor, Tensor], None] | None:
+    """:func:`.triton_obs.expand_kernel` where Triton is installed, else None."""
+    if importlib.util.find_spec("triton") is None:
+        return None
+    from noeira.envs.craftax_full.triton_obs import expand_kernel
+
+    return expand_kernel()
+
+
 def _expand(c: Tensor, res: Tensor) -> None:
+    if c.is_cuda and _triton_expand() is not None:  # one kernel instead of a dozen full-size temporaries
+        _triton_expand()(c, res)
+        return
     b = c.shape[0]
     dev = c.device
     grid = res[:, : CELLS * CH].view(b, CELLS, CH)
@@ -188,7 +202,10 @@ def _expand(c: Tensor, res: Tensor) -> None:
 def expand_into(code: Tensor, out: Tensor) -> None:
     """:func:`expand` of ``code`` [B, 900] into the first 8,268 columns of ``out`` [B, W], in
     ``out``'s dtype: the ``Encoded`` space's ``decode_into``."""
-    if out.dtype == torch.float32 and out.shape[1] == OBS_SIZE and out.is_contiguous():
+    if code.is_cuda and out.dtype in (torch.float32, torch.bfloat16) and out.stride(-1) == 1 and \
+            _triton_expand() is not None:  # straight into the buffer, in its dtype and row stride
+        _triton_expand()(code.reshape(-1, COMPACT_SIZE), out)
+    elif out.dtype == torch.float32 and out.shape[1] == OBS_SIZE and out.is_contiguous():
         _expand(code.reshape(-1, COMPACT_SIZE), out)
     else:
         out[:, :OBS_SIZE].copy_(expand(code))

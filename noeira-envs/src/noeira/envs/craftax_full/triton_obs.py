@@ -1,4 +1,5 @@
-"""The compact observation (:func:`.render.compact`) as one Triton kernel on CUDA.
+"""The compact observation (:func:`.render.compact`) and its expansion (:func:`.render.expand`) as
+Triton kernels on CUDA.
 
 The torch path is the reference: this kernel writes the same 900 bytes per env, bit for bit
 (tests run it on a CPU in Triton's interpreter against :func:`.render.compact`). The torch path
@@ -21,6 +22,13 @@ field at a fixed offset of an env's row), so it needs the arena and no field lis
 
 Capture-safe: the launch depends on the batch size alone and the tables are made once per
 device (the env's first observation, at construction, makes them before any recording).
+
+The expansion (:func:`expand_kernel`: the Encoded space's ``decode``/``decode_into`` on CUDA)
+writes the 8,268 floats of each code straight into the caller's buffer, float32 or bfloat16,
+rows any stride apart (a network's padded input): each column's value is computed from the three
+code bytes of its cell (one-hot block, one-hot item and mob bit where lit, the light flag) or
+from the tail's four bytes, one pass with no intermediate tensor. The torch path makes a float32
+expansion through a dozen full-size temporaries, then casts it.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import torch
 from torch import Tensor
 
 from noeira.envs.craftax_full import constants as C
-from noeira.envs.craftax_full.render import BLOCK_BYTES, CELLS, COMPACT_SIZE, DARK, ITEM_BYTES, MOB_BYTES, TAIL_BYTES
+from noeira.envs.craftax_full.render import BLOCK_BYTES, CELLS, CH, COMPACT_SIZE, DARK, ITEM_BYTES, MOB_BYTES, TAIL_BYTES
 from noeira.envs.craftax_full.state import OFFSETS, ROW_BYTES, STATE_FIELDS, State
 
 try:  # optional: without Triton the torch path writes the observation
@@ -41,12 +49,14 @@ try:  # optional: without Triton the torch path writes the observation
 except ImportError:
     triton = None
 
-__all__ = ["NUM_WARPS", "ROWS", "TAIL_COLUMNS", "compact_kernel"]
+__all__ = ["EXPAND_ROWS", "EXPAND_WARPS", "NUM_WARPS", "ROWS", "TAIL_COLUMNS", "compact_kernel", "expand_kernel"]
 
 ROWS = 8
 """Envs per program: 8 at 4 warps ran 25 % faster than 16 on an H100 (BENCHMARKS.md, 2026-12-07);
 at 16 the kernel takes 254 registers, two programs a multiprocessor."""
 NUM_WARPS = 4
+EXPAND_ROWS, EXPAND_WARPS = 4, 8
+"""Codes a program of the expansion, and its warps (a [4, 1024] tile a column block)."""
 
 # How each tail float is made from its leaf (``render.tail``'s conversions)
 ZERO, ROOT, TENTH, FTENTH, HALF, QUARTER, INT, FLOAT, FLAG, DIRECTION, CLEARED, VULNERABLE = range(12)
@@ -225,3 +235,82 @@ def compact_kernel() -> Callable[[State, Tensor], None] | None:
 
     return run
 
+
+
+if triton is not None:
+    from noeira.envs.craftax.triton_step import _store_value  # float32, or bfloat16 bits rounded as torch casts
+
+    _GRID = tl.constexpr(CELLS * CH)  # 8,217 one-hot and flag columns, then the tail's floats
+    _CH = tl.constexpr(CH)
+    _BLOCKS, _ITEMS = tl.constexpr(C.NUM_BLOCKS), tl.constexpr(C.NUM_BLOCKS + C.NUM_ITEMS)
+    _MOBS = tl.constexpr(C.NUM_BLOCKS + C.NUM_ITEMS + C.NUM_MOB_CLASSES * C.MOB_TYPES_PER_CLASS)
+    _TAIL_FLOATS = tl.constexpr(C.TAIL_SIZE)
+    _FULL_BLOCKS = tl.constexpr(CELLS * CH // 1024)
+
+    @triton.jit
+    def _expand_columns(src, dst, live, j, BF16: tl.constexpr):  # noqa: N803
+        """The values of columns ``j`` [1, J] of codes ``src`` [R, 1] (byte pointers) at ``dst``."""
+        grid = j < _GRID
+        cell = j // _CH
+        ch = j - cell * _CH
+        on = live & grid
+        block = tl.load(src + _BLOCK_AT + cell, mask=on, other=_DARK).to(tl.int32)
+        lit = block != _DARK
+        is_item = (ch >= _BLOCKS) & (ch < _ITEMS)
+        is_mob = (ch >= _ITEMS) & (ch < _MOBS)
+        item = tl.load(src + _ITEM_AT + cell, mask=on & is_item, other=0).to(tl.int32)
+        mob = tl.load(src + _MOB_AT + cell * _CLASSES + (ch - _ITEMS) // _TYPES, mask=on & is_mob, other=0).to(tl.int32)
+        flag = tl.where(ch < _BLOCKS, block == ch,
+               tl.where(is_item, lit & (item == ch - _BLOCKS),
+               tl.where(is_mob, lit & (((mob >> ((ch - _ITEMS) % _TYPES)) & 1) != 0), lit)))
+        # the tail: float k from the code's bytes 4k..4k+3 (little-endian)
+        k = tl.where(grid, 0, j - _GRID)
+        on_tail = live & ~grid & (k < _TAIL_FLOATS)
+        word = tl.load(src + 4 * k, mask=on_tail, other=0).to(tl.int32)
+        word |= tl.load(src + 4 * k + 1, mask=on_tail, other=0).to(tl.int32) << 8
+        word |= tl.load(src + 4 * k + 2, mask=on_tail, other=0).to(tl.int32) << 16
+        word |= tl.load(src + 4 * k + 3, mask=on_tail, other=0).to(tl.int32) << 24
+        v = tl.where(grid, flag.to(tl.float32), word.to(tl.float32, bitcast=True))
+        _store_value(dst + j, v, live & (grid | on_tail), BF16)
+
+    @triton.jit
+    def _expand_kernel(code, out, n, code_stride, STRIDE: tl.constexpr, ROWS: tl.constexpr,  # noqa: N803
+                       BF16: tl.constexpr):
+        """Codes ``code`` [n, 900] (rows ``code_stride`` apart) -> the first 8,268 columns of rows
+        ``STRIDE`` apart at ``out`` (float32, or with ``BF16`` an int16 view of bfloat16)."""
+        r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+        live = (r < n)[:, None]
+        src = code + r[:, None] * code_stride
+        dst = out + r[:, None] * STRIDE
+        for b in tl.static_range(_FULL_BLOCKS):  # eight blocks of grid columns
+            _expand_columns(src, dst, live, b * 1024 + tl.arange(0, 1024)[None, :], BF16)
+        # the last grid columns and the tail: 25 + 51 of 128
+        _expand_columns(src, dst, live, _FULL_BLOCKS * 1024 + tl.arange(0, 128)[None, :], BF16)
+
+
+@functools.cache
+def expand_kernel() -> Callable[[Tensor, Tensor], None] | None:
+    """``expand(code, out)``: :func:`.render.expand` of codes ``code`` [B, 900] uint8 into the first
+    8,268 columns of ``out`` [B, W] (float32 or bfloat16, ``W`` >= 8,268, rows contiguous, any row
+    stride): the same floats (bfloat16: each rounded to nearest even, as torch casts); None without
+    Triton."""
+    if triton is None:
+        return None
+
+    def run(code: Tensor, out: Tensor) -> None:
+        b = code.shape[0]
+        if (out.dtype not in (torch.float32, torch.bfloat16) or out.dim() != 2 or out.shape[0] != b
+                or out.shape[1] < C.OBS_SIZE or out.stride(1) != 1 or code.dim() != 2
+                or code.shape[1] != COMPACT_SIZE or code.dtype != torch.uint8):
+            raise ValueError(f"craftax expand: needs codes [B, {COMPACT_SIZE}] uint8 and out float32 or bfloat16 "
+                             f"[B, >= {C.OBS_SIZE}] with contiguous rows, got {code.dtype} {tuple(code.shape)} and "
+                             f"{out.dtype} {tuple(out.shape)}")
+        if b == 0:
+            return
+        code = code if code.stride(1) == 1 else code.contiguous()
+        bf16 = out.dtype == torch.bfloat16
+        _expand_kernel[(triton.cdiv(b, EXPAND_ROWS),)](code, out.view(torch.int16) if bf16 else out, b, code.stride(0),
+                                                        STRIDE=out.stride(0), ROWS=EXPAND_ROWS, BF16=bf16,
+                                                        num_warps=EXPAND_WARPS)
+
+    return run
