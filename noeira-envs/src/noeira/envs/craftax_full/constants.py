@@ -186,12 +186,19 @@ MOB_DESPAWN_DISTANCE = 14
 MAX_ATTRIBUTE = 5
 
 
+def sqrt32(x: torch.Tensor) -> torch.Tensor:
+    """The correctly rounded float32 square root of ``x`` (XLA's, and CUDA's ``torch.sqrt``): taken
+    in float64 and rounded once more, which is exact for float32 inputs. torch 2.13's float32
+    ``sqrt`` on an AVX-512 CPU is one ulp off for some integers (19, 21, 22, ...: 11 of 0..99)."""
+    return torch.sqrt(x.double()).float()
+
+
 def torch_light_map() -> torch.Tensor:
     """The light a torch adds around it [9, 9] float32: ``clip(1 - d / 5, 0, 1)`` with ``d`` the
     Euclidean distance from the centre (the reference's ``TORCH_LIGHT_MAP``; XLA divides by 5 as a
     multiplication by the float32 0.2)."""
     r = torch.arange(9) - 4
-    d = torch.sqrt((r.view(-1, 1) ** 2 + r.view(1, -1) ** 2).float())
+    d = sqrt32((r.view(-1, 1) ** 2 + r.view(1, -1) ** 2).float())
     return (1.0 - d * f32(0.2)).clamp(0.0, 1.0)
 
 

@@ -119,11 +119,11 @@ def tail(s: dict[str, Tensor]) -> Tensor:
     rows = torch.arange(n, device=dev)
     lvl = s["player_level"].long()
     inv = lambda k: s[f"inventory.{k}"]  # noqa: E731
-    roots = [_tenths(torch.sqrt(inv(k).float())) for k in ("wood", "stone", "coal", "iron", "diamond", "sapphire",
+    roots = [_tenths(C.sqrt32(inv(k).float())) for k in ("wood", "stone", "coal", "iron", "diamond", "sapphire",
                                                           "ruby", "sapling", "torches", "arrows")]
     cols = roots + [inv("books").float() * 0.5, inv("pickaxe").float() * 0.25, inv("sword").float() * 0.25,
                     s["sword_enchantment"].float(), s["bow_enchantment"].float(), inv("bow").float()]
-    out = [torch.stack(cols, 1), _tenths(torch.sqrt(inv("potions").float()))]
+    out = [torch.stack(cols, 1), _tenths(C.sqrt32(inv("potions").float()))]
     intr = [s[f"player_{k}"] for k in ("health", "food", "drink", "energy", "mana", "xp", "dexterity", "strength",
                                        "intelligence")]
     out.append(_tenths(torch.stack([x.float() for x in intr], 1)))

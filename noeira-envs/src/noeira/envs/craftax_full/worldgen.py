@@ -73,6 +73,7 @@ from noeira.envs.craftax_full.constants import (
     WALL,
     WALL_MOSS,
     WATER,
+    sqrt32,
     torch_light_map,
 )
 from noeira.envs.craftax_full.state import ROW_BYTES, State, empty_state, state_of
@@ -334,7 +335,7 @@ def proximity(device: torch.device) -> tuple[Tensor, Tensor]:
         return _config_tensor(key, device, torch.float32).view(1, 6, 1, 1)
 
     rows = torch.arange(W, device=device)
-    dist = torch.sqrt(((rows.view(-1, 1) - SPAWN[0]) ** 2 + (rows.view(1, -1) - SPAWN[1]) ** 2).float())
+    dist = sqrt32(((rows.view(-1, 1) - SPAWN[0]) ** 2 + (rows.view(1, -1) - SPAWN[1]) ** 2).float())
     water = torch.minimum((dist / cfg("water_strength")).clamp(min=0.0), cfg("water_max"))
     mountain = torch.minimum((dist / cfg("mountain_strength")).clamp(min=0.0), cfg("mountain_max"))
     return water, mountain
