@@ -25,6 +25,7 @@ Examples::
         --vs-craftax-cu ../shared/anchors/craftaxcu --json craftax-full.json
     python benchmarks/craftax_full.py --backend cuda --obs-kernel 65536,262144 \\
         --obs-launch 16x4,8x4,32x4,32x8     # the compact observation: torch vs the Triton kernel
+    python benchmarks/craftax_full.py --backend cuda --expand 8192,131072   # codes -> a bf16 input layer
 """
 
 from __future__ import annotations
@@ -309,11 +310,17 @@ def main(argv: list[str] | None = None) -> int:
                         "Triton kernel (triton_obs; on a CPU only under TRITON_INTERPRET=1)")
     p.add_argument("--obs-launch", default="8x4", metavar="ExW,ExW",
                    help="launches of the observation kernel timed by --obs-kernel: envs per program x warps")
+    p.add_argument("--expand", default=None, metavar="B,B",
+                   help="only time the expansion of B compact codes into a padded bfloat16 and a float32 input "
+                        "(the Encoded space's decode_into, as PPO's input layer reads a rollout and a minibatch): "
+                        "the torch path against the Triton kernel (CUDA), and check they agree")
     a = p.parse_args(argv)
     if a.worldgen:
         return worldgen_main(a)
     if a.obs_kernel:
         return obs_kernel_main(a)
+    if a.expand:
+        return expand_main(a)
     sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else (QUICK_SIZES if a.quick else FULL_SIZES)
     options = {}
     for item in a.env:
@@ -576,6 +583,60 @@ def obs_kernel_main(a: argparse.Namespace) -> int:
             torch.cuda.empty_cache()
     console.print(table)
     return 0
+
+
+def expand_main(a: argparse.Namespace) -> int:
+    """Time ``render.expand_into`` of B codes (of states walked by random actions) into a padded
+    bfloat16 input [B, 8,272] and a float32 one: the torch path (a float32 expansion, then the cast)
+    against the Triton kernel (one pass; CUDA only), their write rate, and whether they agree."""
+    from noeira.envs.craftax_full import render
+
+    be = get_backend(a.backend)
+    min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
+    console = Console(width=max(Console().width, 130))
+    table = Table(title=f"craftax (full game) codes -> input layer, ms per call - {be.name} ({be.device_name()})")
+    for c in ("codes", "dtype", "torch", "triton", "speed-up", "triton GB/s written", "same"):
+        table.add_column(c, justify="right")
+    for b in (int(x) for x in a.expand.split(",")):
+        s = obs_states(min(b, 8192), a.backend)
+        code = torch.empty((s.arena.shape[0], render.COMPACT_SIZE), dtype=torch.uint8, device=be.device)
+        render.compact(s, code)
+        code = code.repeat((b + code.shape[0] - 1) // code.shape[0], 1)[:b].contiguous()
+        for dtype in (torch.bfloat16, torch.float32):
+            out = torch.empty((b, render.OBS_SIZE + 4), dtype=dtype, device=be.device)
+            want = torch.empty_like(out)
+            t_torch = time_calls(lambda: want[:, :render.OBS_SIZE].copy_(_torch_expand(code)),  # noqa: B023
+                                 be.synchronize, min_time, warmup=2, max_chunk=50)[0]
+            kernel = render._triton_expand() if be.device.type == "cuda" else None
+            t_kernel, same = None, None
+            if kernel is not None:
+                t_kernel = time_calls(lambda: kernel(code, out), be.synchronize, min_time, warmup=2,  # noqa: B023
+                                      max_chunk=50)[0]
+                same = torch.equal(out[:, :render.OBS_SIZE], want[:, :render.OBS_SIZE])
+            written = b * render.OBS_SIZE * out.element_size()
+            table.add_row(f"{b:,}", str(dtype).removeprefix("torch."), f"{1e3 * t_torch:.3f}",
+                          "-" if t_kernel is None else f"{1e3 * t_kernel:.3f}",
+                          "-" if t_kernel is None else f"{t_torch / t_kernel:.1f}x",
+                          "-" if t_kernel is None else f"{written / t_kernel / 1e9:.0f}",
+                          "-" if same is None else ("yes" if same else "NO"))
+        if be.device.type == "cuda":
+            torch.cuda.empty_cache()
+    console.print(table)
+    return 0
+
+
+def _torch_expand(code: torch.Tensor) -> torch.Tensor:
+    """The torch path of ``render.expand`` on the codes' device (the kernel set aside)."""
+    from noeira.envs.craftax_full import render
+
+    res = torch.empty((code.shape[0], render.OBS_SIZE), dtype=torch.float32, device=code.device)
+    grid_kernel = render._triton_expand
+    render._triton_expand = lambda: None
+    try:
+        render._expand(code, res)
+    finally:
+        render._triton_expand = grid_kernel
+    return res
 
 
 if __name__ == "__main__":

@@ -25,10 +25,13 @@ device (the env's first observation, at construction, makes them before any reco
 
 The expansion (:func:`expand_kernel`: the Encoded space's ``decode``/``decode_into`` on CUDA)
 writes the 8,268 floats of each code straight into the caller's buffer, float32 or bfloat16,
-rows any stride apart (a network's padded input): each column's value is computed from the three
-code bytes of its cell (one-hot block, one-hot item and mob bit where lit, the light flag) or
-from the tail's four bytes, one pass with no intermediate tensor. The torch path makes a float32
-expansion through a dozen full-size temporaries, then casts it.
+rows any stride apart (a network's padded input), one code a program: the view's grid as a
+[cells, channels] tile whose values come from each cell's seven bytes, loaded once (one-hot
+block, one-hot item and mob bits where lit, the light flag), then the tail's floats from their
+bytes; one pass, no intermediate tensor. The torch path makes a float32 expansion through a
+dozen full-size temporaries, then casts it. (A first version computed each output column's cell
+by a division and gathered its bytes: on an H100 it took 7.6 ms for 131,072 codes, about 0.3
+TB/s of writes; BENCHMARKS.md.)
 """
 
 from __future__ import annotations
@@ -49,14 +52,14 @@ try:  # optional: without Triton the torch path writes the observation
 except ImportError:
     triton = None
 
-__all__ = ["EXPAND_ROWS", "EXPAND_WARPS", "NUM_WARPS", "ROWS", "TAIL_COLUMNS", "compact_kernel", "expand_kernel"]
+__all__ = ["EXPAND_WARPS", "NUM_WARPS", "ROWS", "TAIL_COLUMNS", "compact_kernel", "expand_kernel"]
 
 ROWS = 8
 """Envs per program: 8 at 4 warps ran 25 % faster than 16 on an H100 (BENCHMARKS.md, 2026-12-07);
 at 16 the kernel takes 254 registers, two programs a multiprocessor."""
 NUM_WARPS = 4
-EXPAND_ROWS, EXPAND_WARPS = 4, 8
-"""Codes a program of the expansion, and its warps (a [4, 1024] tile a column block)."""
+EXPAND_WARPS = 4
+"""Warps of the expansion's programs (one code a program)."""
 
 # How each tail float is made from its leaf (``render.tail``'s conversions)
 ZERO, ROOT, TENTH, FTENTH, HALF, QUARTER, INT, FLOAT, FLAG, DIRECTION, CLEARED, VULNERABLE = range(12)
@@ -245,47 +248,49 @@ if triton is not None:
     _BLOCKS, _ITEMS = tl.constexpr(C.NUM_BLOCKS), tl.constexpr(C.NUM_BLOCKS + C.NUM_ITEMS)
     _MOBS = tl.constexpr(C.NUM_BLOCKS + C.NUM_ITEMS + C.NUM_MOB_CLASSES * C.MOB_TYPES_PER_CLASS)
     _TAIL_FLOATS = tl.constexpr(C.TAIL_SIZE)
-    _FULL_BLOCKS = tl.constexpr(CELLS * CH // 1024)
 
     @triton.jit
-    def _expand_columns(src, dst, live, j, BF16: tl.constexpr):  # noqa: N803
-        """The values of columns ``j`` [1, J] of codes ``src`` [R, 1] (byte pointers) at ``dst``."""
-        grid = j < _GRID
-        cell = j // _CH
-        ch = j - cell * _CH
-        on = live & grid
-        block = tl.load(src + _BLOCK_AT + cell, mask=on, other=_DARK).to(tl.int32)
+    def _expand_channels(src, dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, k,
+                         BF16: tl.constexpr):  # noqa: N803
+        """Channels ``k`` [1, K] of the cells ``cell`` [C, 1] (their bytes loaded) at ``dst``."""
+        cls = (k - _ITEMS) // _TYPES  # the mob class of a mob channel
+        mob = tl.where(cls == 0, m0, tl.where(cls == 1, m1, tl.where(cls == 2, m2, tl.where(cls == 3, m3, m4))))
+        flag = tl.where(k < _BLOCKS, block == k,
+               tl.where(k < _ITEMS, lit & (item == k - _BLOCKS),
+               tl.where(k < _MOBS, lit & (((mob >> ((k - _ITEMS) % _TYPES)) & 1) != 0), lit)))
+        _store_value(dst + cell * _CH + k, flag.to(tl.float32), live & (k < _CH), BF16)
+
+    @triton.jit
+    def _expand_kernel(code, out, code_stride, STRIDE: tl.constexpr, BF16: tl.constexpr):  # noqa: N803
+        """Code ``code`` row ``program_id`` (900 bytes, rows ``code_stride`` apart) -> the first 8,268
+        columns of its row (``STRIDE`` apart) at ``out`` (float32, or with ``BF16`` an int16 view of
+        bfloat16). The grid is a [cells, channels] tile (channels 0-63, then 64-82), so each value
+        comes from its cell's bytes, loaded once, with no division or gather."""
+        r = tl.program_id(0).to(tl.int64)
+        src = code + r * code_stride
+        dst = out + r * STRIDE
+        cell = tl.arange(0, 128)[:, None]
+        live = cell < _CELLS
+        block = tl.load(src + _BLOCK_AT + cell, mask=live, other=_DARK).to(tl.int32)
         lit = block != _DARK
-        is_item = (ch >= _BLOCKS) & (ch < _ITEMS)
-        is_mob = (ch >= _ITEMS) & (ch < _MOBS)
-        item = tl.load(src + _ITEM_AT + cell, mask=on & is_item, other=0).to(tl.int32)
-        mob = tl.load(src + _MOB_AT + cell * _CLASSES + (ch - _ITEMS) // _TYPES, mask=on & is_mob, other=0).to(tl.int32)
-        flag = tl.where(ch < _BLOCKS, block == ch,
-               tl.where(is_item, lit & (item == ch - _BLOCKS),
-               tl.where(is_mob, lit & (((mob >> ((ch - _ITEMS) % _TYPES)) & 1) != 0), lit)))
+        item = tl.load(src + _ITEM_AT + cell, mask=live, other=0).to(tl.int32)
+        flags = src + _MOB_AT + cell * _CLASSES
+        m0 = tl.load(flags, mask=live, other=0).to(tl.int32)
+        m1 = tl.load(flags + 1, mask=live, other=0).to(tl.int32)
+        m2 = tl.load(flags + 2, mask=live, other=0).to(tl.int32)
+        m3 = tl.load(flags + 3, mask=live, other=0).to(tl.int32)
+        m4 = tl.load(flags + 4, mask=live, other=0).to(tl.int32)
+        _expand_channels(src, dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, tl.arange(0, 64)[None, :], BF16)
+        _expand_channels(src, dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, 64 + tl.arange(0, 32)[None, :],
+                         BF16)
         # the tail: float k from the code's bytes 4k..4k+3 (little-endian)
-        k = tl.where(grid, 0, j - _GRID)
-        on_tail = live & ~grid & (k < _TAIL_FLOATS)
-        word = tl.load(src + 4 * k, mask=on_tail, other=0).to(tl.int32)
-        word |= tl.load(src + 4 * k + 1, mask=on_tail, other=0).to(tl.int32) << 8
-        word |= tl.load(src + 4 * k + 2, mask=on_tail, other=0).to(tl.int32) << 16
-        word |= tl.load(src + 4 * k + 3, mask=on_tail, other=0).to(tl.int32) << 24
-        v = tl.where(grid, flag.to(tl.float32), word.to(tl.float32, bitcast=True))
-        _store_value(dst + j, v, live & (grid | on_tail), BF16)
-
-    @triton.jit
-    def _expand_kernel(code, out, n, code_stride, STRIDE: tl.constexpr, ROWS: tl.constexpr,  # noqa: N803
-                       BF16: tl.constexpr):
-        """Codes ``code`` [n, 900] (rows ``code_stride`` apart) -> the first 8,268 columns of rows
-        ``STRIDE`` apart at ``out`` (float32, or with ``BF16`` an int16 view of bfloat16)."""
-        r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-        live = (r < n)[:, None]
-        src = code + r[:, None] * code_stride
-        dst = out + r[:, None] * STRIDE
-        for b in tl.static_range(_FULL_BLOCKS):  # eight blocks of grid columns
-            _expand_columns(src, dst, live, b * 1024 + tl.arange(0, 1024)[None, :], BF16)
-        # the last grid columns and the tail: 25 + 51 of 128
-        _expand_columns(src, dst, live, _FULL_BLOCKS * 1024 + tl.arange(0, 128)[None, :], BF16)
+        k = tl.arange(0, 64)
+        on = k < _TAIL_FLOATS
+        word = tl.load(src + 4 * k, mask=on, other=0).to(tl.int32)
+        word |= tl.load(src + 4 * k + 1, mask=on, other=0).to(tl.int32) << 8
+        word |= tl.load(src + 4 * k + 2, mask=on, other=0).to(tl.int32) << 16
+        word |= tl.load(src + 4 * k + 3, mask=on, other=0).to(tl.int32) << 24
+        _store_value(dst + _GRID + k, word.to(tl.float32, bitcast=True), on, BF16)
 
 
 @functools.cache
@@ -309,8 +314,7 @@ def expand_kernel() -> Callable[[Tensor, Tensor], None] | None:
             return
         code = code if code.stride(1) == 1 else code.contiguous()
         bf16 = out.dtype == torch.bfloat16
-        _expand_kernel[(triton.cdiv(b, EXPAND_ROWS),)](code, out.view(torch.int16) if bf16 else out, b, code.stride(0),
-                                                        STRIDE=out.stride(0), ROWS=EXPAND_ROWS, BF16=bf16,
-                                                        num_warps=EXPAND_WARPS)
+        _expand_kernel[(b,)](code, out.view(torch.int16) if bf16 else out, code.stride(0), STRIDE=out.stride(0),
+                             BF16=bf16, num_warps=EXPAND_WARPS)
 
     return run
