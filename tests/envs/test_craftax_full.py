@@ -118,6 +118,18 @@ def test_tables_are_the_references(ref: dict[str, np.ndarray]) -> None:
 
 
 # -- world generation --------------------------------------------------------------------------------
+def test_square_roots_are_correctly_rounded() -> None:
+    """``constants.sqrt32`` (the observation's inventory roots, the torch light, the spawn distance)
+    is the correctly rounded float32 square root, XLA's, on every CPU: torch's float32 ``sqrt`` on
+    an AVX-512 CPU is one ulp off for some integers (19, 21, ...), which the observation would carry."""
+    from noeira.envs.craftax_full.constants import sqrt32
+
+    x = torch.arange(0, 20_000, dtype=torch.float32)
+    want = np.sqrt(x.numpy())  # IEEE-correct in numpy
+    assert np.array_equal(sqrt32(x).numpy(), want)
+    assert sqrt32(x).dtype == torch.float32
+
+
 def test_world_generation_from_recorded_draws(ref: dict[str, np.ndarray]) -> None:
     """Fed the reference's recorded draws, our generator makes the reference's worlds: every leaf
     of the initial state (all nine floors' maps, items, light maps, ladders, the potion mapping)."""
