@@ -250,8 +250,7 @@ if triton is not None:
     _TAIL_FLOATS = tl.constexpr(C.TAIL_SIZE)
 
     @triton.jit
-    def _expand_channels(src, dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, k,
-                         BF16: tl.constexpr):  # noqa: N803
+    def _expand_channels(dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, k, BF16: tl.constexpr):  # noqa: N803
         """Channels ``k`` [1, K] of the cells ``cell`` [C, 1] (their bytes loaded) at ``dst``."""
         cls = (k - _ITEMS) // _TYPES  # the mob class of a mob channel
         mob = tl.where(cls == 0, m0, tl.where(cls == 1, m1, tl.where(cls == 2, m2, tl.where(cls == 3, m3, m4))))
@@ -280,9 +279,8 @@ if triton is not None:
         m2 = tl.load(flags + 2, mask=live, other=0).to(tl.int32)
         m3 = tl.load(flags + 3, mask=live, other=0).to(tl.int32)
         m4 = tl.load(flags + 4, mask=live, other=0).to(tl.int32)
-        _expand_channels(src, dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, tl.arange(0, 64)[None, :], BF16)
-        _expand_channels(src, dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, 64 + tl.arange(0, 32)[None, :],
-                         BF16)
+        _expand_channels(dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, tl.arange(0, 64)[None, :], BF16)
+        _expand_channels(dst, cell, live, block, lit, item, m0, m1, m2, m3, m4, 64 + tl.arange(0, 32)[None, :], BF16)
         # the tail: float k from the code's bytes 4k..4k+3 (little-endian)
         k = tl.arange(0, 64)
         on = k < _TAIL_FLOATS
