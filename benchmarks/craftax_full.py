@@ -626,16 +626,11 @@ def expand_main(a: argparse.Namespace) -> int:
 
 
 def _torch_expand(code: torch.Tensor) -> torch.Tensor:
-    """The torch path of ``render.expand`` on the codes' device (the kernel set aside)."""
+    """The torch path of ``render.expand`` on the codes' device."""
     from noeira.envs.craftax_full import render
 
     res = torch.empty((code.shape[0], render.OBS_SIZE), dtype=torch.float32, device=code.device)
-    grid_kernel = render._triton_expand
-    render._triton_expand = lambda: None
-    try:
-        render._expand(code, res)
-    finally:
-        render._triton_expand = grid_kernel
+    render._expand_torch(code, res)
     return res
 
 

@@ -178,10 +178,21 @@ def _triton_expand() -> Callable[[Tensor, Tensor], None] | None:
     return expand_kernel()
 
 
+def _kernel_for(code: Tensor, out: Tensor) -> Callable[[Tensor, Tensor], None] | None:
+    """The Triton expansion where it can write ``out`` for ``code`` (CUDA, float32 or bfloat16 rows
+    with contiguous columns): one kernel instead of a dozen full-size temporaries; else None."""
+    if code.is_cuda and out.dtype in (torch.float32, torch.bfloat16) and out.stride(-1) == 1:
+        return _triton_expand()
+    return None
+
+
 def _expand(c: Tensor, res: Tensor) -> None:
-    if c.is_cuda and _triton_expand() is not None:  # one kernel instead of a dozen full-size temporaries
-        _triton_expand()(c, res)
-        return
+    (_kernel_for(c, res) or _expand_torch)(c, res)
+
+
+def _expand_torch(c: Tensor, res: Tensor) -> None:
+    """The torch path of the expansion: codes ``c`` [B, 900] -> ``res`` [B, 8268] float32 (the
+    kernel's reference)."""
     b = c.shape[0]
     dev = c.device
     grid = res[:, : CELLS * CH].view(b, CELLS, CH)
@@ -202,11 +213,11 @@ def _expand(c: Tensor, res: Tensor) -> None:
 def expand_into(code: Tensor, out: Tensor) -> None:
     """:func:`expand` of ``code`` [B, 900] into the first 8,268 columns of ``out`` [B, W], in
     ``out``'s dtype: the ``Encoded`` space's ``decode_into``."""
-    if code.is_cuda and out.dtype in (torch.float32, torch.bfloat16) and out.stride(-1) == 1 and \
-            _triton_expand() is not None:  # straight into the buffer, in its dtype and row stride
-        _triton_expand()(code.reshape(-1, COMPACT_SIZE), out)
+    kernel = _kernel_for(code, out)
+    if kernel is not None:  # straight into the buffer, in its dtype and row stride
+        kernel(code.reshape(-1, COMPACT_SIZE), out)
     elif out.dtype == torch.float32 and out.shape[1] == OBS_SIZE and out.is_contiguous():
-        _expand(code.reshape(-1, COMPACT_SIZE), out)
+        _expand_torch(code.reshape(-1, COMPACT_SIZE), out)
     else:
         out[:, :OBS_SIZE].copy_(expand(code))
 
