@@ -150,6 +150,43 @@ def test_mingru_scans_agree_with_gradients(scan, skip) -> None:
         torch.testing.assert_close(gs, gp, rtol=1e-4, atol=1e-5)
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@needs_triton
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("taps", [2, 3, 4])
+def test_fused_conv_agrees_with_the_torch_form(taps, device) -> None:
+    """The conv kernel (``scan="fused"``) gives the torch form's inputs to the gates and its
+    gradients (the inputs', the taps', the carried inputs'), with resets inside the segment, one
+    at the first step, and segments shorter than the taps."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    spec = dict(observation_shape=(3,), outputs={"actor": 2}, device=torch.device(device), hidden_sizes=(8,))
+    torch.manual_seed(taps)
+    ref = MinGRU(NetworkSpec(**spec, options={"scan": "parallel", "conv": taps}))
+    fused = MinGRU(NetworkSpec(**spec, options={"scan": "fused", "conv": taps}))
+    with torch.no_grad():
+        ref.conv.normal_()  # the identity start would hide the taps
+    fused.load_state_dict(ref.state_dict())
+    for t in (1, 2, 11):
+        x = torch.randn(t, 5, 8, device=device, requires_grad=True)
+        keep = (torch.rand(t, 5, 1, device=device) > 0.3).float()
+        keep[0, 0] = 0.0
+        past = [torch.randn(5, 8, device=device, requires_grad=True) for _ in range(taps - 1)]
+        dy = torch.randn(t, 5, 8, device=device)
+        got = []
+        for net in (ref, fused):
+            for p in (x, *past, net.conv):
+                p.grad = None
+            u = net._conv_sequence(0, x, past, keep)
+            (u * dy).sum().backward()
+            got.append([u.detach(), x.grad.clone(), net.conv.grad.clone(), *(p.grad.clone() for p in past)])
+        for want, have in zip(*got, strict=True):
+            torch.testing.assert_close(have, want, rtol=1e-5, atol=1e-5)
+        assert float(got[0][2][:, 1:].abs().sum()) > 0, "the taps got gradients"
+
+
 # -- PPO with a recurrent network -------------------------------------------------------------
 
 @pytest.mark.parametrize(("name", "options"), NETWORKS[:4])

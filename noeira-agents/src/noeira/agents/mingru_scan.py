@@ -20,6 +20,20 @@ and a time step's loads are contiguous across them), storing ``h`` (float32, for
 
 so every pre-activation gradient is written once. Arithmetic is float32 whatever the inputs'
 dtype; ``y`` is float32 like the torch path's (float32 state meets bf16 activations).
+
+The causal depthwise convolution in front of a layer's gates (``conv`` up to 4 taps) is one
+kernel each way too (:func:`conv_sequence`): the torch form builds a dozen ``[T, B, H]`` float32
+temporaries a layer (the shifted inputs, their masks, each product), which were most of the
+learner's elementwise time on Craftax. With ``c_t`` the number of steps since the last reset
+(``keep_t = 0``), counting the inputs before the segment as unbroken::
+
+    u_t = w_0 x_t + sum_{j >= 1} w_j x_{t-j} [c_t >= j]      (x_{-1}, x_{-2}, ...: the carried inputs)
+
+Backward walks ``t`` down with the taps' inputs and the later ``du`` in registers::
+
+    dx_t = w_0 du_t + sum_j w_j du_{t+j} [c_{t+j} >= j],   dw_j = sum_{t, b} du_t x_{t-j} [c_t >= j]
+
+(``dw`` as per-channel partial sums, added over the batch by torch; the carried inputs get theirs).
 """
 
 from __future__ import annotations
@@ -30,10 +44,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["available", "mingru_scan", "mingru_step"]
+__all__ = ["available", "conv_sequence", "mingru_scan", "mingru_step"]
 
 SKIPS = {"highway": 0, "residual": 1, "none": 2}
 BLOCK = 256
+MAX_TAPS = 4
+"""The widest convolution :func:`conv_sequence` fuses (its taps' inputs live in named registers)."""
 
 
 @functools.cache
@@ -48,75 +64,54 @@ def available() -> bool:
 
 @functools.cache
 def _kernels() -> tuple[Any, Any]:
-    import triton
-    import triton.language as tl
+    from noeira.agents import mingru_kernels
 
-    @triton.jit
-    def forward(g, x, keep, h0, hs, y, T, B, H: tl.constexpr, GATES: tl.constexpr, SKIP: tl.constexpr,
-                KEEP: tl.constexpr, BLOCK: tl.constexpr):
-        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        live = cols < B * H
-        b, j = cols // H, cols % H
-        h = tl.load(h0 + cols, mask=live, other=0.0)
-        for t in range(T):
-            gi = g + (t * B + b) * (GATES * H) + j
-            z = tl.sigmoid(tl.load(gi, mask=live, other=0.0).to(tl.float32))
-            cand = tl.load(gi + H, mask=live, other=0.0).to(tl.float32)
-            if KEEP:
-                h = h * tl.load(keep + t * B + b, mask=live, other=0.0)
-            h = (1.0 - z) * h + z * cand
-            row = t * B * H + cols
-            tl.store(hs + row, h, mask=live)
-            if SKIP == 0:
-                p = tl.sigmoid(tl.load(gi + 2 * H, mask=live, other=0.0).to(tl.float32))
-                xv = tl.load(x + row, mask=live, other=0.0).to(tl.float32)
-                out = xv + p * (h - xv)
-            elif SKIP == 1:
-                out = tl.load(x + row, mask=live, other=0.0).to(tl.float32) + h
-            else:
-                out = h
-            tl.store(y + row, out, mask=live)
+    return mingru_kernels.forward, mingru_kernels.backward
 
-    @triton.jit
-    def backward(g, x, keep, h0, hs, dy, dg, dx, dh0, T, B, H: tl.constexpr, GATES: tl.constexpr,
-                 SKIP: tl.constexpr, BLOCK: tl.constexpr):
-        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        live = cols < B * H
-        b, j = cols // H, cols % H
-        carry = tl.zeros([BLOCK], dtype=tl.float32)  # a_{t+1} * dh_{t+1}
-        h = tl.load(hs + (T - 1) * B * H + cols, mask=live, other=0.0)  # h_t, walking down
-        for s in range(T):
-            t = T - 1 - s
-            gi = g + (t * B + b) * (GATES * H) + j
-            z = tl.sigmoid(tl.load(gi, mask=live, other=0.0).to(tl.float32))
-            cand = tl.load(gi + H, mask=live, other=0.0).to(tl.float32)
-            k = tl.load(keep + t * B + b, mask=live, other=0.0)
-            row = t * B * H + cols
-            if t > 0:
-                prev = tl.load(hs + row - B * H, mask=live, other=0.0)
-            else:
-                prev = tl.load(h0 + cols, mask=live, other=0.0)
-            d_out = tl.load(dy + row, mask=live, other=0.0).to(tl.float32)
-            di = dg + (t * B + b) * (GATES * H) + j
-            if SKIP == 0:
-                pg = tl.sigmoid(tl.load(gi + 2 * H, mask=live, other=0.0).to(tl.float32))
-                xv = tl.load(x + row, mask=live, other=0.0).to(tl.float32)
-                dh = d_out * pg + carry
-                tl.store(dx + row, (d_out * (1.0 - pg)).to(dx.dtype.element_ty), mask=live)
-                tl.store(di + 2 * H, (d_out * (h - xv) * pg * (1.0 - pg)).to(dg.dtype.element_ty), mask=live)
-            elif SKIP == 1:
-                dh = d_out + carry
-                tl.store(dx + row, d_out.to(dx.dtype.element_ty), mask=live)
-            else:
-                dh = d_out + carry
-            kp = k * prev
-            tl.store(di, (dh * (cand - kp) * z * (1.0 - z)).to(dg.dtype.element_ty), mask=live)
-            tl.store(di + H, (dh * z).to(dg.dtype.element_ty), mask=live)
-            carry = dh * (1.0 - z) * k
-            h = prev
-        tl.store(dh0 + cols, carry, mask=live)
 
-    return forward, backward
+@functools.cache
+def _conv_kernels() -> tuple[Any, Any]:
+    from noeira.agents import mingru_kernels
+
+    return mingru_kernels.conv_forward, mingru_kernels.conv_backward
+
+
+class _ConvSequence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
+        x, past, keep, w = x.contiguous(), past.contiguous().float(), keep.contiguous().float(), w.contiguous().float()
+        t, b, h = x.shape
+        u = torch.empty_like(x)
+        forward, _ = _conv_kernels()
+        forward[(-(-(b * h) // BLOCK),)](x, past, keep, w, u, t, b, H=h, N=w.shape[0] - 1, KEEP=True, BLOCK=BLOCK)
+        ctx.save_for_backward(x, past, keep, w)
+        return u
+
+    @staticmethod
+    def backward(ctx: Any, du: Tensor) -> tuple[Tensor | None, ...]:
+        x, past, keep, w = ctx.saved_tensors
+        t, b, h = x.shape
+        n = w.shape[0] - 1
+        dx, dpast = torch.empty_like(x), torch.zeros_like(past)
+        dw = torch.empty((n + 1, b, h), device=x.device, dtype=torch.float32)
+        _, backward = _conv_kernels()
+        backward[(-(-(b * h) // BLOCK),)](du.contiguous(), x, past, keep, w, dx, dw, dpast, t, b, H=h, N=n, KEEP=True,
+                                          BLOCK=BLOCK)
+        return dx, dpast, None, dw.sum(1)
+
+
+def conv_sequence(x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
+    """A layer's causal depthwise convolution over a segment: ``x [T, B, H]`` the inputs,
+    ``past [W - 1, B, H]`` the inputs before ``t = 0`` (most recent first), ``keep [T, B]`` 0
+    where an episode starts (taps never reach across it), ``w [W, H]`` the taps (``w[j]`` weighs
+    ``x_{t-j}``, ``W <= 4``). Returns ``u [T, B, H]`` in ``x``'s dtype, differentiable in ``x``,
+    ``past`` and ``w``; the torch form's numbers up to float rounding."""
+    if not 1 <= w.shape[0] <= MAX_TAPS or past.shape[0] != w.shape[0] - 1:
+        raise ValueError(f"conv_sequence: 1 to {MAX_TAPS} taps with one carried input fewer, got w {tuple(w.shape)} "
+                         f"and past {tuple(past.shape)}")
+    if w.shape[0] == 1:
+        return (w[0] * x.float()).to(x.dtype)
+    return _ConvSequence.apply(x, past, keep, w)
 
 
 def _forward(g: Tensor, x: Tensor, keep: Tensor | None, h0: Tensor, mode: int) -> tuple[Tensor, Tensor]:

@@ -346,13 +346,15 @@ class MinGRU(_RecurrentTrunk):
     def _conv_sequence(self, i: int, x: Tensor, past: list[Tensor], keep: Tensor) -> Tensor:
         if self.state_rows == 1:
             return x
+        if self.scan == "fused" and self.state_rows <= mingru_scan.MAX_TAPS:
+            return mingru_scan.conv_sequence(x, torch.stack(past), keep.squeeze(-1), self.conv[i].float())
         w = self.conv[i].float()
         t = x.shape[0]
         xs = torch.cat([torch.stack(past[::-1]), x.float()])  # oldest first: [w - 1 + T, B, H]
         n = len(past)
         u = w[0] * x.float()
         valid = torch.ones_like(keep)
-        kpad = torch.cat([torch.ones_like(keep[:n]), keep])
+        kpad = torch.cat([keep.new_ones((n, *keep.shape[1:])), keep])  # (keep[:n] is short when T < n)
         for j in range(1, n + 1):
             valid = valid * kpad[n - j + 1:n - j + 1 + t]  # no episode start in (t - j, t]
             u = u + w[j] * xs[n - j:n - j + t] * valid
