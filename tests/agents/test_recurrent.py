@@ -157,9 +157,9 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("taps", [2, 3, 4])
 def test_fused_conv_agrees_with_the_torch_form(taps, device) -> None:
-    """The conv kernel (``scan="fused"``) gives the torch form's inputs to the gates and its
+    """The conv kernels (``scan="fused"``) give the torch form's inputs to the gates and its
     gradients (the inputs', the taps', the carried inputs'), with resets inside the segment, one
-    at the first step, and segments shorter than the taps."""
+    at the first step, and segments shorter than the taps; and its acting step."""
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     spec = dict(observation_shape=(3,), outputs={"actor": 2}, device=torch.device(device), hidden_sizes=(8,))
@@ -185,6 +185,10 @@ def test_fused_conv_agrees_with_the_torch_form(taps, device) -> None:
         for want, have in zip(*got, strict=True):
             torch.testing.assert_close(have, want, rtol=1e-5, atol=1e-5)
         assert float(got[0][2][:, 1:].abs().sum()) > 0, "the taps got gradients"
+    with torch.no_grad():  # acting: one step, the state's carried inputs shifted
+        (want, want_past), (have, have_past) = (net._conv_step(0, x[0], past) for net in (ref, fused))
+    torch.testing.assert_close(have, want, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(torch.stack(have_past), torch.stack(want_past), rtol=0, atol=0)
 
 
 # -- PPO with a recurrent network -------------------------------------------------------------

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["available", "conv_sequence", "mingru_scan", "mingru_step"]
+__all__ = ["available", "conv_sequence", "conv_step", "mingru_scan", "mingru_step"]
 
 SKIPS = {"highway": 0, "residual": 1, "none": 2}
 BLOCK = 256
@@ -112,6 +112,19 @@ def conv_sequence(x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
     if w.shape[0] == 1:
         return (w[0] * x.float()).to(x.dtype)
     return _ConvSequence.apply(x, past, keep, w)
+
+
+@torch.no_grad()
+def conv_step(x: Tensor, past: Tensor, w: Tensor) -> Tensor:
+    """One step of :func:`conv_sequence` (acting, no gradient): ``x [B, H]``, ``past [W - 1, B, H]``
+    -> ``u [B, H]`` in ``x``'s dtype, the forward kernel's arithmetic at ``T = 1``."""
+    x = x.contiguous()
+    b, h = x.shape
+    u = torch.empty_like(x)
+    forward, _ = _conv_kernels()
+    forward[(-(-(b * h) // BLOCK),)](x, past.contiguous().float(), x, w.contiguous().float(), u, 1, b, H=h,
+                                     N=w.shape[0] - 1, KEEP=False, BLOCK=BLOCK)
+    return u
 
 
 def _forward(g: Tensor, x: Tensor, keep: Tensor | None, h0: Tensor, mode: int) -> tuple[Tensor, Tensor]:

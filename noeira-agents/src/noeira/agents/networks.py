@@ -337,6 +337,8 @@ class MinGRU(_RecurrentTrunk):
     def _conv_step(self, i: int, x: Tensor, past: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         if self.state_rows == 1:
             return x, []
+        if self.scan == "fused" and self.state_rows <= mingru_scan.MAX_TAPS and not torch.is_grad_enabled():
+            return mingru_scan.conv_step(x, torch.stack(past), self.conv[i]), [x.float(), *past[:-1]]
         w = self.conv[i].float()
         u = w[0] * x.float()
         for j, p in enumerate(past, 1):
