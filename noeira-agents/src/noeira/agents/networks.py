@@ -277,8 +277,8 @@ class MinGRU(_RecurrentTrunk):
         skip: str = attrs.field(default="highway", validator=one_of("highway", "residual", "none"))
         """How a layer's output mixes its input and its state: highway | residual | none."""
         scan: str = attrs.field(default="auto", validator=one_of("auto", "fused", "parallel", "sequential"))
-        """Training over a segment: fused (each layer's gates, recurrence and skip as one Triton
-        kernel each way, :mod:`noeira.agents.mingru_scan`: the GPU's choice), parallel (a
+        """Training over a segment: fused (each layer's conv, then its gates, recurrence and skip,
+        as one Triton kernel each way, :mod:`noeira.agents.mingru_scan`: the GPU's choice), parallel (a
         log2(T)-round torch scan), sequential (T small steps), auto (fused on cuda where Triton
         imports, else parallel there; sequential elsewhere)."""
         max_timescale: float = attrs.field(default=64.0, validator=attrs.validators.ge(0))
