@@ -130,6 +130,35 @@ def test_square_roots_are_correctly_rounded() -> None:
     assert sqrt32(x).dtype == torch.float32
 
 
+def test_fused_multiply_adds_round_once() -> None:
+    """``game._fma`` (the reward, the night melee spawn chance, the attribute multipliers: XLA's fused
+    multiply-adds) is ``a * b + c`` rounded once to float32, also where rounding to float64 first
+    lands on a float32 tie the exact sum was not on (``1 + a * b`` with ``a * b`` near ``2^-24``)."""
+    from fractions import Fraction
+
+    from noeira.envs.craftax_full.game import _fma
+
+    gen = torch.Generator().manual_seed(0)
+    a = 1 + torch.rand(20_000, generator=gen)
+    b = (2.0**-24 / a.double()).float()
+    c = torch.ones_like(a)
+    twice = (a.double() * b.double() + c.double()).float()  # rounded to float64, then to float32
+    got = _fma(a, b, c)
+
+    def nearest(x: Fraction, near: float) -> float:  # the float32 nearest x, ties to an even last bit
+        f = np.float32(near)
+        cands = (np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf)))
+        return float(min(cands, key=lambda v: (abs(Fraction(float(v)) - x), int(np.float32(v).view(np.int32)) & 1)))
+
+    differ = torch.nonzero(got != twice).squeeze(1).tolist()
+    assert len(differ) > 100, "the cases should include double roundings"
+    for i in differ[:300] + list(range(300)):
+        exact = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+        assert float(got[i]) == nearest(exact, float(got[i])), (float(a[i]), float(b[i]))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(_fma(torch.tensor([3.0]), 0.25, 1.0), torch.tensor([1.75]), rtol=0, atol=0)
+
+
 def test_world_generation_from_recorded_draws(ref: dict[str, np.ndarray]) -> None:
     """Fed the reference's recorded draws, our generator makes the reference's worlds: every leaf
     of the initial state (all nine floors' maps, items, light maps, ladders, the potion mapping)."""

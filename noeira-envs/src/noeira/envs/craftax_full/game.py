@@ -119,11 +119,17 @@ class Tables:
 
 @functools.cache
 def _fma(a: Tensor, b: Tensor | float, c: Tensor | float) -> Tensor:
-    """``a * b + c`` in float32 with one rounding (XLA's fused multiply-add), via float64 (the
-    product of two float32 is exact there)."""
-    b = b.double() if isinstance(b, Tensor) else C.f32(b)
-    c = c.double() if isinstance(c, Tensor) else C.f32(c)
-    return (a.double() * b + c).float()
+    """``a * b + c`` in float32 with one rounding (XLA's fused multiply-add), via float64: the
+    product of two float32 is exact there, and the sum is rounded to odd (the float64 neighbour
+    with an odd last bit where it is inexact), so that the final rounding to float32 is the only
+    one that counts (rounding to nearest twice can land on a float32 tie the exact sum was not on)."""
+    p = a.double() * (b.double() if isinstance(b, Tensor) else C.f32(b))
+    c = c.double() if isinstance(c, Tensor) else torch.full_like(p, C.f32(c))
+    s = p + c
+    back = s - p
+    err = (p - (s - back)) + (c - back)  # the sum's rounding error, exactly (Knuth's TwoSum)
+    odd = torch.nextafter(s, torch.where(err > 0, torch.inf, -torch.inf).to(s.dtype))
+    return torch.where((err != 0) & ((s.view(torch.int64) & 1) == 0), odd, s).float()
 
 
 # -- grid access with JAX's out-of-range semantics ---------------------------------------------
@@ -396,7 +402,7 @@ def finish(s: dict[str, Tensor], t: Tables, init_ach: Tensor, init_health: Tenso
     """The step's reward (float32 [N]: a tenth of the health gained plus the new achievements'
     rewards, as XLA computes it) and termination; advances the clock and the light level."""
     gained = ((s["achievements"].int() - init_ach.int()) * t.rewards).sum(1).double()
-    reward = ((s["player_health"] - init_health).double() * t.tenth + gained).float()
+    reward = _fma(s["player_health"] - init_health, t.tenth, gained)
     ts = s["timestep"]
     ts.add_(1)
     s["light_level"].copy_(t.light[ts.long().clamp(max=t.max_t)])
