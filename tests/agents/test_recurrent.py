@@ -191,6 +191,24 @@ def test_fused_conv_agrees_with_the_torch_form(taps, device) -> None:
     torch.testing.assert_close(torch.stack(have_past), torch.stack(want_past), rtol=0, atol=0)
 
 
+@needs_triton
+def test_mingru_benchmark_runs_and_its_paths_agree() -> None:
+    """``benchmarks/mingru.py --quick`` (in the interpreter) prints a row for each path, all of them
+    within float32 rounding of the torch forms."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "benchmarks" / "mingru.py"
+    out = subprocess.run([sys.executable, str(script), "--quick", "--dtype", "float32", "--backend", "cpu"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line.split() for line in out.stdout.splitlines() if line.strip().startswith("8 ")]
+    assert len(rows) == 5, out.stdout
+    assert all(float(r[-1]) < 1e-5 and float(r[-2]) < 1e-5 for r in rows), out.stdout
+
+
 # -- PPO with a recurrent network -------------------------------------------------------------
 
 @pytest.mark.parametrize(("name", "options"), NETWORKS[:4])

@@ -36,7 +36,8 @@ from noeira.core.config import one_of, structure
 from noeira.core.contracts import NetworkSpec, PolicyState
 from noeira.core.errors import ConfigError
 
-__all__ = ["ACTIVATIONS", "LSTM", "MLP", "MinGRU", "activation", "check_widths", "linear_scan", "reset_where"]
+__all__ = ["ACTIVATIONS", "LSTM", "MLP", "MinGRU", "activation", "causal_conv", "check_widths", "linear_scan",
+           "reset_where"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU,
                                            "silu": nn.SiLU}
@@ -234,6 +235,24 @@ class LSTM(_RecurrentTrunk):
         return torch.stack(out)
 
 
+def causal_conv(x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
+    """A causal depthwise convolution over a segment in torch ops (MinGRU's ``conv``; the CPU's
+    form and the reference of :func:`noeira.agents.mingru_scan.conv_sequence`, same arguments):
+    ``u_t = sum_j w_j x_{t-j}``, ``x [T, B, H]``, ``past [W - 1, B, H]`` the inputs before ``t = 0``
+    (most recent first), ``keep [T, B]`` 0 where an episode starts (no tap reaches across it),
+    ``w [W, H]``. Returns ``u`` in ``x``'s dtype."""
+    t, n = x.shape[0], past.shape[0]
+    xs = torch.cat([past.flip(0), x.float()])  # oldest first: [W - 1 + T, B, H]
+    keep = keep.unsqueeze(-1)
+    kpad = torch.cat([keep.new_ones((n, *keep.shape[1:])), keep])
+    u = w[0] * x.float()
+    valid = torch.ones_like(keep)
+    for j in range(1, n + 1):
+        valid = valid * kpad[n - j + 1:n - j + 1 + t]  # no episode start in (t - j, t]
+        u = u + w[j] * xs[n - j:n - j + t] * valid
+    return u.to(x.dtype)
+
+
 def linear_scan(a: Tensor, b: Tensor, h0: Tensor) -> Tensor:
     """``h_t = a_t * h_{t-1} + b_t`` over ``[T, ...]`` from ``h0``, all ``t`` at once: a
     Hillis-Steele scan of the affine maps ``h -> a h + b`` in ``ceil(log2 T)`` rounds of
@@ -348,19 +367,9 @@ class MinGRU(_RecurrentTrunk):
     def _conv_sequence(self, i: int, x: Tensor, past: list[Tensor], keep: Tensor) -> Tensor:
         if self.state_rows == 1:
             return x
-        if self.scan == "fused" and self.state_rows <= mingru_scan.MAX_TAPS:
-            return mingru_scan.conv_sequence(x, torch.stack(past), keep.squeeze(-1), self.conv[i].float())
-        w = self.conv[i].float()
-        t = x.shape[0]
-        xs = torch.cat([torch.stack(past[::-1]), x.float()])  # oldest first: [w - 1 + T, B, H]
-        n = len(past)
-        u = w[0] * x.float()
-        valid = torch.ones_like(keep)
-        kpad = torch.cat([keep.new_ones((n, *keep.shape[1:])), keep])  # (keep[:n] is short when T < n)
-        for j in range(1, n + 1):
-            valid = valid * kpad[n - j + 1:n - j + 1 + t]  # no episode start in (t - j, t]
-            u = u + w[j] * xs[n - j:n - j + t] * valid
-        return u.to(x.dtype)
+        fused = self.scan == "fused" and self.state_rows <= mingru_scan.MAX_TAPS
+        conv = mingru_scan.conv_sequence if fused else causal_conv
+        return conv(x, torch.stack(past), keep.squeeze(-1), self.conv[i].float())
 
     def _layer_step(self, i: int, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         u, past = self._conv_step(i, x, state[1:])
