@@ -15,7 +15,9 @@ the recipes that apply < this script's ``--recipe`` layer < ``--set`` overrides)
   at that point, over env steps and seconds of training (warm-up and recording included).
 
 A table goes to stdout; with ``--json FILE`` one JSON line per combination (its config, the
-commit, the device, throughput and the score curve) is appended to FILE.
+commit, the device, throughput and the score curve) is appended to FILE when it ends; with
+``--curve FILE`` each statistics read is appended as it is made, so a run stopped early (a time
+limit, a lost machine) keeps its curve.
 
     python benchmarks/ppo_craftax.py --quick                                  # CPU smoke run
     python benchmarks/ppo_craftax.py --num-envs 16384 --graph eager,stream,device --recipe quality \\
@@ -119,7 +121,8 @@ def _profile(agent: Any, env: Any) -> None:
         print(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=70))
 
 
-def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: int) -> dict[str, Any]:
+def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: int,
+          curve_file: str | None = None) -> dict[str, Any]:
     backend, env, agent = build_ppo(cfg, cfg.run.seed)
     collect, learn = wrap_loop(graph_name, agent, backend, env.capture_safe)
     env.reset(seed=cfg.run.seed)
@@ -139,6 +142,9 @@ def score(cfg: Any, graph_name: str, seconds: float, steps: float, log_every: in
             elapsed = time.perf_counter() - t0
             if host["episodes"] > 0:
                 curve.append({"env_steps": done, "seconds": elapsed, **host})
+                if curve_file:  # each read on disk at once: a run cut short keeps its curve
+                    with open(curve_file, "a") as f:
+                        f.write(json.dumps({"seed": cfg.run.seed, **curve[-1]}) + "\n")
         if over:
             break
     env.close()
@@ -178,6 +184,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", default="", help="comma list of seeds, one run each (default: --seed)")
     p.add_argument("--json", help="append one JSON line per combination here")
+    p.add_argument("--curve", help="score phase: append each statistics read here as a JSON line when it is "
+                   "made (a run stopped early keeps its curve)")
     p.add_argument("--profile", action="store_true", help="after the throughput phase: the top kernels of one "
                    "eager collect and one eager learn (torch.profiler)")
     p.add_argument("--quick", action="store_true", help="a small CPU-sized run (64 envs, short segments, 10 s)")
@@ -231,7 +239,7 @@ def main() -> int:
         if args.iterations > 0:
             row.update(throughput(cfg, graph, args.iterations, args.profile))
         if args.seconds > 0 or args.steps > 0:
-            row["score"] = score(cfg, graph, args.seconds, args.steps, args.log_every)
+            row["score"] = score(cfg, graph, args.seconds, args.steps, args.log_every, args.curve)
         s = row.get("score", {})
         fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
         print(f"{num_envs:>7} {graph:>7} {a.network:>7} {a.precision:>11} {a.optimizer:>6} {obs:>8} {seed:>4} "
