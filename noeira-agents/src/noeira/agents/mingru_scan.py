@@ -1,4 +1,5 @@
-"""A MinGRU layer's recurrence over a whole segment as two Triton kernels (``scan="fused"``).
+"""A MinGRU layer over a whole segment as Triton kernels (``scan="fused"``): its recurrence, one
+kernel each way, and the causal convolution in front of its gates, one kernel each way.
 
 The torch scans (:func:`noeira.agents.networks.linear_scan`, or a loop of ``T`` steps) write
 every intermediate as its own ``[T, B, H]`` tensor: the gates' sigmoids, the coefficients, each
@@ -76,57 +77,6 @@ def _conv_kernels() -> tuple[Any, Any]:
     return mingru_kernels.conv_forward, mingru_kernels.conv_backward
 
 
-class _ConvSequence(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
-        x, past, keep, w = x.contiguous(), past.contiguous().float(), keep.contiguous().float(), w.contiguous().float()
-        t, b, h = x.shape
-        u = torch.empty_like(x)
-        forward, _ = _conv_kernels()
-        forward[(-(-(b * h) // BLOCK),)](x, past, keep, w, u, t, b, H=h, N=w.shape[0] - 1, KEEP=True, BLOCK=BLOCK)
-        ctx.save_for_backward(x, past, keep, w)
-        return u
-
-    @staticmethod
-    def backward(ctx: Any, du: Tensor) -> tuple[Tensor | None, ...]:
-        x, past, keep, w = ctx.saved_tensors
-        t, b, h = x.shape
-        n = w.shape[0] - 1
-        dx, dpast = torch.empty_like(x), torch.zeros_like(past)
-        dw = torch.empty((n + 1, b, h), device=x.device, dtype=torch.float32)
-        _, backward = _conv_kernels()
-        backward[(-(-(b * h) // BLOCK),)](du.contiguous(), x, past, keep, w, dx, dw, dpast, t, b, H=h, N=n, KEEP=True,
-                                          BLOCK=BLOCK)
-        return dx, dpast, None, dw.sum(1)
-
-
-def conv_sequence(x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
-    """A layer's causal depthwise convolution over a segment: ``x [T, B, H]`` the inputs,
-    ``past [W - 1, B, H]`` the inputs before ``t = 0`` (most recent first), ``keep [T, B]`` 0
-    where an episode starts (taps never reach across it), ``w [W, H]`` the taps (``w[j]`` weighs
-    ``x_{t-j}``, ``W <= 4``). Returns ``u [T, B, H]`` in ``x``'s dtype, differentiable in ``x``,
-    ``past`` and ``w``; the torch form's numbers up to float rounding."""
-    if not 1 <= w.shape[0] <= MAX_TAPS or past.shape[0] != w.shape[0] - 1:
-        raise ValueError(f"conv_sequence: 1 to {MAX_TAPS} taps with one carried input fewer, got w {tuple(w.shape)} "
-                         f"and past {tuple(past.shape)}")
-    if w.shape[0] == 1:
-        return (w[0] * x.float()).to(x.dtype)
-    return _ConvSequence.apply(x, past, keep, w)
-
-
-@torch.no_grad()
-def conv_step(x: Tensor, past: Tensor, w: Tensor) -> Tensor:
-    """One step of :func:`conv_sequence` (acting, no gradient): ``x [B, H]``, ``past [W - 1, B, H]``
-    -> ``u [B, H]`` in ``x``'s dtype, the forward kernel's arithmetic at ``T = 1``."""
-    x = x.contiguous()
-    b, h = x.shape
-    u = torch.empty_like(x)
-    forward, _ = _conv_kernels()
-    forward[(-(-(b * h) // BLOCK),)](x, past.contiguous().float(), x, w.contiguous().float(), u, 1, b, H=h,
-                                     N=w.shape[0] - 1, KEEP=False, BLOCK=BLOCK)
-    return u
-
-
 def _forward(g: Tensor, x: Tensor, keep: Tensor | None, h0: Tensor, mode: int) -> tuple[Tensor, Tensor]:
     """The forward kernel over ``g [T, B, G*H]``: ``(hs, y)``, each ``[T, B, H]`` float32
     (``keep`` None: no resets)."""
@@ -178,3 +128,54 @@ def mingru_scan(g: Tensor, x: Tensor, keep: Tensor, h0: Tensor, skip: str = "hig
     if skip not in SKIPS:
         raise ValueError(f"skip must be one of {', '.join(SKIPS)}, got {skip!r}")
     return _MinGRUScan.apply(g, x, keep, h0, skip)
+
+
+class _ConvSequence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
+        x, past, keep, w = x.contiguous(), past.contiguous().float(), keep.contiguous().float(), w.contiguous().float()
+        t, b, h = x.shape
+        u = torch.empty_like(x)
+        forward, _ = _conv_kernels()
+        forward[(-(-(b * h) // BLOCK),)](x, past, keep, w, u, t, b, H=h, N=w.shape[0] - 1, KEEP=True, BLOCK=BLOCK)
+        ctx.save_for_backward(x, past, keep, w)
+        return u
+
+    @staticmethod
+    def backward(ctx: Any, du: Tensor) -> tuple[Tensor | None, ...]:
+        x, past, keep, w = ctx.saved_tensors
+        t, b, h = x.shape
+        n = w.shape[0] - 1
+        dx, dpast = torch.empty_like(x), torch.zeros_like(past)
+        dw = torch.empty((n + 1, b, h), device=x.device, dtype=torch.float32)
+        _, backward = _conv_kernels()
+        backward[(-(-(b * h) // BLOCK),)](du.contiguous(), x, past, keep, w, dx, dw, dpast, t, b, H=h, N=n, KEEP=True,
+                                          BLOCK=BLOCK)
+        return dx, dpast, None, dw.sum(1)
+
+
+def conv_sequence(x: Tensor, past: Tensor, keep: Tensor, w: Tensor) -> Tensor:
+    """A layer's causal depthwise convolution over a segment: ``x [T, B, H]`` the inputs,
+    ``past [W - 1, B, H]`` the inputs before ``t = 0`` (most recent first), ``keep [T, B]`` 0
+    where an episode starts (taps never reach across it), ``w [W, H]`` the taps (``w[j]`` weighs
+    ``x_{t-j}``, ``W <= 4``). Returns ``u [T, B, H]`` in ``x``'s dtype, differentiable in ``x``,
+    ``past`` and ``w``; the torch form's numbers up to float rounding."""
+    if not 1 <= w.shape[0] <= MAX_TAPS or past.shape[0] != w.shape[0] - 1:
+        raise ValueError(f"conv_sequence: 1 to {MAX_TAPS} taps with one carried input fewer, got w {tuple(w.shape)} "
+                         f"and past {tuple(past.shape)}")
+    if w.shape[0] == 1:
+        return (w[0] * x.float()).to(x.dtype)
+    return _ConvSequence.apply(x, past, keep, w)
+
+
+@torch.no_grad()
+def conv_step(x: Tensor, past: Tensor, w: Tensor) -> Tensor:
+    """One step of :func:`conv_sequence` (acting, no gradient): ``x [B, H]``, ``past [W - 1, B, H]``
+    -> ``u [B, H]`` in ``x``'s dtype, the forward kernel's arithmetic at ``T = 1``."""
+    x = x.contiguous()
+    b, h = x.shape
+    u = torch.empty_like(x)
+    forward, _ = _conv_kernels()
+    forward[(-(-(b * h) // BLOCK),)](x, past.contiguous().float(), x, w.contiguous().float(), u, 1, b, H=h,
+                                     N=w.shape[0] - 1, KEEP=False, BLOCK=BLOCK)
+    return u
