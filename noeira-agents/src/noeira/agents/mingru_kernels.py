@@ -96,6 +96,13 @@ def _tap_weight(w, k: tl.constexpr, H: tl.constexpr, j, live, N: tl.constexpr):
 
 
 @triton.jit
+def _tap_weights(w, H: tl.constexpr, j, live, N: tl.constexpr):
+    """The four taps' weights for channels ``j`` (0 beyond the ``N`` carried taps)."""
+    return (_tap_weight(w, 0, H, j, live, N), _tap_weight(w, 1, H, j, live, N), _tap_weight(w, 2, H, j, live, N),
+            _tap_weight(w, 3, H, j, live, N))
+
+
+@triton.jit
 def _keep(keep, s, T, B, b, live, KEEP: tl.constexpr):
     """``keep_s`` (1 outside the segment and without resets)."""
     if KEEP:
@@ -110,10 +117,7 @@ def conv_forward(x, past, keep, w, u, T, B, H: tl.constexpr, N: tl.constexpr, KE
     live = cols < B * H
     b, j = cols // H, cols % H
     BH = B * H
-    w0 = _tap_weight(w, 0, H, j, live, N)
-    w1 = _tap_weight(w, 1, H, j, live, N)
-    w2 = _tap_weight(w, 2, H, j, live, N)
-    w3 = _tap_weight(w, 3, H, j, live, N)
+    w0, w1, w2, w3 = _tap_weights(w, H, j, live, N)
     p1 = _tap(x, past, -1, BH, cols, live, N)  # x_{t-1}, x_{t-2}, x_{t-3}
     p2 = _tap(x, past, -2, BH, cols, live, N)
     p3 = _tap(x, past, -3, BH, cols, live, N)
@@ -143,10 +147,7 @@ def conv_backward(
     live = cols < B * H
     b, j = cols // H, cols % H
     BH = B * H
-    w0 = _tap_weight(w, 0, H, j, live, N)
-    w1 = _tap_weight(w, 1, H, j, live, N)
-    w2 = _tap_weight(w, 2, H, j, live, N)
-    w3 = _tap_weight(w, 3, H, j, live, N)
+    w0, w1, w2, w3 = _tap_weights(w, H, j, live, N)
     zero = tl.zeros([BLOCK], dtype=tl.float32)
     d1, d2, d3 = zero, zero, zero  # du_{t+1}, du_{t+2}, du_{t+3} (0 past the segment)
     k1 = tl.full([BLOCK], 1.0, tl.float32)  # keep_{t+1}, keep_{t+2}, keep_{t+3}
