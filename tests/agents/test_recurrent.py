@@ -156,12 +156,29 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 @needs_triton
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("taps", [2, 3, 4])
-def test_fused_conv_agrees_with_the_torch_form(taps, device) -> None:
+def test_fused_conv_agrees_with_the_torch_form(taps, device, monkeypatch) -> None:
     """The conv kernels (``scan="fused"``) give the torch form's inputs to the gates and its
     gradients (the inputs', the taps', the carried inputs'), with resets inside the segment, one
     at the first step, and segments shorter than the taps; and its acting step."""
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs CUDA")
+    launched = []  # the fused network runs the kernels, not the torch form
+    real = mingru_scan._conv_kernels
+
+    def counted():
+        forward, backward = real()
+
+        class Count:
+            def __init__(self, fn, name):
+                self.fn, self.name = fn, name
+
+            def __getitem__(self, grid):
+                launched.append(self.name)
+                return self.fn[grid]
+
+        return Count(forward, "forward"), Count(backward, "backward")
+
+    monkeypatch.setattr(mingru_scan, "_conv_kernels", counted)
     spec = dict(observation_shape=(3,), outputs={"actor": 2}, device=torch.device(device), hidden_sizes=(8,))
     torch.manual_seed(taps)
     ref = MinGRU(NetworkSpec(**spec, options={"scan": "parallel", "conv": taps}))
@@ -189,6 +206,7 @@ def test_fused_conv_agrees_with_the_torch_form(taps, device) -> None:
         (want, want_past), (have, have_past) = (net._conv_step(0, x[0], past) for net in (ref, fused))
     torch.testing.assert_close(have, want, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(torch.stack(have_past), torch.stack(want_past), rtol=0, atol=0)
+    assert launched.count("forward") == 4 and launched.count("backward") == 3, launched
 
 
 @needs_triton
