@@ -30,8 +30,6 @@ rounding.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from torch import Tensor
 
@@ -117,7 +115,6 @@ class Tables:
         self.tenth = torch.tensor(0.1, dtype=torch.float32).double().to(device)
 
 
-@functools.cache
 def _fma(a: Tensor, b: Tensor | float, c: Tensor | float) -> Tensor:
     """``a * b + c`` in float32 with one rounding (XLA's fused multiply-add), via float64: the
     product of two float32 is exact there, and the sum is rounded to odd (the float64 neighbour
