@@ -334,6 +334,7 @@ class MinGRU(_RecurrentTrunk):
             self.scan = ("fused" if mingru_scan.available() else "parallel") if spec.device.type == "cuda" else "sequential"
         if self.scan == "fused" and not mingru_scan.available():
             raise ConfigError("agent.network_options.scan: fused needs Triton (pip install triton), which does not import")
+        self._fused_conv = self.scan == "fused" and 1 < w <= mingru_scan.MAX_TAPS  # the conv kernels
         self.to(spec.device)
 
     def _gate_bias(self, h: int) -> Tensor:
@@ -356,7 +357,7 @@ class MinGRU(_RecurrentTrunk):
     def _conv_step(self, i: int, x: Tensor, past: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         if self.state_rows == 1:
             return x, []
-        if self.scan == "fused" and self.state_rows <= mingru_scan.MAX_TAPS and not torch.is_grad_enabled():
+        if self._fused_conv and not torch.is_grad_enabled():
             return mingru_scan.conv_step(x, torch.stack(past), self.conv[i]), [x.float(), *past[:-1]]
         w = self.conv[i].float()
         u = w[0] * x.float()
@@ -367,8 +368,7 @@ class MinGRU(_RecurrentTrunk):
     def _conv_sequence(self, i: int, x: Tensor, past: list[Tensor], keep: Tensor) -> Tensor:
         if self.state_rows == 1:
             return x
-        fused = self.scan == "fused" and self.state_rows <= mingru_scan.MAX_TAPS
-        conv = mingru_scan.conv_sequence if fused else causal_conv
+        conv = mingru_scan.conv_sequence if self._fused_conv else causal_conv
         return conv(x, torch.stack(past), keep.squeeze(-1), self.conv[i].float())
 
     def _layer_step(self, i: int, x: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:

@@ -121,7 +121,7 @@ def _fma(a: Tensor, b: Tensor | float, c: Tensor | float) -> Tensor:
     with an odd last bit where it is inexact), so that the final rounding to float32 is the only
     one that counts (rounding to nearest twice can land on a float32 tie the exact sum was not on)."""
     p = a.double() * (b.double() if isinstance(b, Tensor) else C.f32(b))
-    c = c.double() if isinstance(c, Tensor) else torch.full_like(p, C.f32(c))
+    c = c.double() if isinstance(c, Tensor) else C.f32(c)
     s = p + c
     back = s - p
     err = (p - (s - back)) + (c - back)  # the sum's rounding error, exactly (Knuth's TwoSum)
