@@ -31,7 +31,7 @@ KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_
                            "_expand_kernel"),
            "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel", "_expand_kernel"),
            "full_worldgen": ("_smooth_kernel", "_dungeon_kernel", "_rest_kernel"),
-           "full_front": ("_front_kernel",), "full_tail": ("_mobs_kernel", "_spawn_kernel", "_upkeep_kernel")}
+           "full_front": ("_front_kernel",), "full_tail": ("_mobs_kernel", "_spawn_kernel", "_upkeep_kernel", "_finish_kernel")}
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 
 COMPILE = """

@@ -35,7 +35,7 @@ from noeira.envs.craftax_full.state import (  # noqa: E402
     import_state,
     state_of,
 )
-from noeira.envs.craftax_full.triton_tail import run_tail  # noqa: E402
+from noeira.envs.craftax_full.triton_tail import run_finish, run_tail  # noqa: E402
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -327,6 +327,38 @@ def test_tail_in_env_rollouts(device: str, kernel_device) -> None:  # noqa: ANN0
     for _ in range(20):
         env.step(torch.randint(0, NUM_ACTIONS, (16,), generator=g))
     _run(state_of(env.s.arena.clone()), 4, g, front=True, dev=dev, spawn_go=0.2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_finish_kernel_is_game_finish(device: str, kernel_device) -> None:  # noqa: ANN001
+    """``run_finish`` against ``game.finish`` on the reference's states edited: health gained and
+    lost by arbitrary floats, achievements newly set (and some already set before), clocks at the
+    light table's end, the boss beaten, dead players. Reward and termination bit for bit, the arena
+    byte for byte; the reward is rounded once (it differs from multiplying then adding somewhere)."""
+    dev = kernel_device(device)
+    g = torch.Generator().manual_seed(5)
+    before = _stirred()
+    n = before.arena.shape[0]
+    init_ach = before["achievements"].clone()
+    init_health = before["player_health"].clone()
+    after = state_of(before.arena.clone())
+    after["player_health"].copy_(init_health + (torch.rand(n, generator=g) * 12 - 6))
+    after["player_health"][::7] = 0.0
+    after["achievements"] |= torch.rand((n, C.NUM_ACHIEVEMENTS), generator=g) < 0.05
+    after["timestep"][::3] = TABLES.max_t - torch.randint(-2, 2, (len(range(0, n, 3)),), generator=g, dtype=torch.int32)
+    after["boss_progress"][::5] = C.BOSS_LEVEL
+    ref = state_of(after.arena.clone())
+    reward_ref, term_ref = game.finish(ref, TABLES, init_ach, init_health)
+    ours = state_of(after.arena.clone().to(dev))
+    tables = game.Tables(dev, TABLES.light)
+    reward, term = run_finish(ours, tables, init_ach.to(dev), init_health.to(dev))
+    assert torch.equal(reward.cpu().view(torch.int32), reward_ref.view(torch.int32))
+    assert torch.equal(term.cpu(), term_ref) and term_ref.any() and not term_ref.all()
+    assert torch.equal(ours.arena.cpu(), ref.arena)
+    gained = ((after["achievements"].int() - init_ach.int()) * TABLES.rewards).sum(1).float()
+    assert (gained > 0).any()
+    twice = (after["player_health"] - init_health) * torch.tensor(C.f32(0.1), dtype=torch.float32) + gained
+    assert not torch.equal(twice, reward_ref)
 
 
 def test_run_tail_checks_its_inputs() -> None:

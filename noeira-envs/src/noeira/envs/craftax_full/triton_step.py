@@ -1,10 +1,9 @@
-"""The full game's rules as Triton kernels: :mod:`.triton_front` (the player's half of
-:func:`.game.step`, one launch) and :mod:`.triton_tail` (the mobs and the world: three launches,
-the spawns apart), reading and writing the state in place in its byte arena, one lane per world
-(the spawns: one world a program). Around them stay the few
-torch operations of :func:`.game.step`'s ends: the action taken (:func:`.game.acting`), the
-achievements and health the reward counts from, and :func:`.game.finish` (reward, termination,
-the clock and its light).
+""":func:`.game.step` with the full game's rules as Triton kernels: :mod:`.triton_front` (the player's
+half, one launch) and :mod:`.triton_tail` (the mobs and the world: three launches, the spawns apart;
+then the step's end, :func:`.game.finish`, as a fourth), reading and writing the state in place in
+its byte arena, one lane per world (the spawns: one world a program). Around them stay the few torch
+operations of the step's start: the action taken (:func:`.game.acting`) and the achievements and
+health the reward counts from.
 
 Fed the same draws, the result is :func:`.game.step`'s bit for bit: the tests replay both on the
 same states in Triton's interpreter on a CPU (``tests/envs/test_craftax_full_triton_*.py``) and
@@ -30,7 +29,7 @@ def step_kernel() -> StepFn | None:
     """:func:`.game.step` with the rules in Triton kernels; None without Triton."""
     try:
         from noeira.envs.craftax_full.triton_front import run_front
-        from noeira.envs.craftax_full.triton_tail import run_tail
+        from noeira.envs.craftax_full.triton_tail import run_finish, run_tail
     except ImportError:
         return None
 
@@ -40,6 +39,6 @@ def step_kernel() -> StepFn | None:
         init_health = s["player_health"].clone()
         run_front(s, a, d)
         run_tail(s, a, d)  # ends with every floor's clean-up, as game.step's leave_level
-        return game.finish(s, t, init_ach, init_health)
+        return run_finish(s, t, init_ach, init_health)
 
     return step

@@ -16,7 +16,9 @@ arithmetic in the same order, so a cell's reads see the writes before them as th
 sequence of in-place ops does. Floats keep the torch code's order, its ``_fma`` is ``tl.fma`` and
 the kernels launch with ``enable_fp_fusion=False``.
 
-Three kernels, in the torch code's order: the mobs, spawning, the rest (:func:`run_tail`).
+Three kernels, in the torch code's order: the mobs, spawning, the rest (:func:`run_tail`); a fourth,
+:func:`run_finish`, is :func:`.game.finish` (reward, termination, the clock and its light) in one
+launch where the torch code takes some thirty small ones (the reward's single rounding among them).
 Spawning scans the window of cells at squared distance < 14^2 around the player for each class
 whose draw says it may spawn: its valid cells counted and the ``floor(u * count)``-th located, in
 one [1, 32 x 32] tile. It has its own kernel, one world a program: in a program of 128 worlds
@@ -26,6 +28,7 @@ the tail took 2.4 of the step's 5.4 ms at 65,536 envs with the scan inside, 2026
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 from torch import Tensor
@@ -613,3 +616,48 @@ def run_tail(s: State, act: Tensor, d: dict[str, Tensor]) -> None:
     ln.launch(_mobs_kernel, "triton_tail.run_tail", s, act, d)
     ln.launch(_spawn_kernel, "triton_tail.run_tail", s, act, d, block=SPAWN_BLOCK, warps=SPAWN_WARPS)
     ln.launch(_upkeep_kernel, "triton_tail.run_tail", s, act, d)
+
+
+_ACHIEVEMENTS = ln.constant(C.NUM_ACHIEVEMENTS)
+
+
+@triton.jit
+def _finish_kernel(a8, a32, af, init_ach, init_health, rewards, light, reward_out, term_out, n, max_t,  # noqa: PLR0913
+                   BLOCK: tl.constexpr, ACH: tl.constexpr):  # noqa: N803
+    """:func:`.game.finish`: the reward (a tenth of the health gained plus the new achievements'
+    rewards, one rounding), termination, the clock and its light."""
+    e64, live, r8, r32 = ln.lanes(n, BLOCK)
+    j = tl.arange(0, ACH)
+    has = j < _ACHIEVEMENTS
+    both = live[:, None] & has[None, :]
+    now = tl.load(a8 + r8[:, None] + ln.F_ACHIEVEMENTS + j[None, :], mask=both, other=0).to(tl.int32)
+    before = tl.load(init_ach + e64[:, None] * _ACHIEVEMENTS + j[None, :], mask=both, other=0).to(tl.int32)
+    gained = tl.sum((now - before) * tl.load(rewards + j, mask=has, other=0)[None, :], axis=1)
+    health = tl.load(af + r32 + F_PLAYER_HEALTH, mask=live, other=1.0)
+    healed = health - tl.load(init_health + e64, mask=live, other=0.0)
+    tl.store(reward_out + e64, tl.fma(healed, ln.TENTH, gained.to(tl.float32)), mask=live)
+    ts = ln.ld32(a32, r32, ln.F_TIMESTEP, live) + 1
+    tl.store(a32 + r32 + ln.F_TIMESTEP, ts, mask=live)
+    tl.store(af + r32 + F_LIGHT_LEVEL, tl.load(light + tl.minimum(ts, max_t), mask=live, other=0.0), mask=live)
+    boss = ln.ld32(a32, r32, F_BOSS_PROGRESS, live)
+    tl.store(term_out + e64, ((health <= 0.0) | (boss >= BOSS_LEVEL)).to(tl.int8), mask=live)
+
+
+def run_finish(s: State, t: game.Tables, init_ach: Tensor, init_health: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`.game.finish` on the states ``s`` in place (their arena), ``init_ach`` (bool [N, 67])
+    and ``init_health`` (float32 [N]) the achievements and health before the step: the reward
+    (float32 [N]) and ``terminated`` (bool [N])."""
+    arena = s.arena
+    n = arena.shape[0]
+    reward = torch.empty(n, dtype=torch.float32, device=arena.device)
+    terminated = torch.empty(n, dtype=torch.bool, device=arena.device)
+    if n == 0:
+        return reward, terminated
+    if (init_ach.shape != (n, C.NUM_ACHIEVEMENTS) or init_ach.dtype != torch.bool or not init_ach.is_contiguous()
+            or init_health.shape != (n,) or init_health.dtype != torch.float32):
+        raise ValueError("triton_tail.run_finish: needs init_ach bool [N, 67] (contiguous) and init_health float32 [N]")
+    _finish_kernel[(triton.cdiv(n, ln.BLOCK),)](
+        arena, arena.view(torch.int32), arena.view(torch.float32), init_ach.view(torch.uint8), init_health,
+        t.rewards, t.light, reward, terminated.view(torch.int8), n, t.max_t,
+        BLOCK=ln.BLOCK, ACH=triton.next_power_of_2(C.NUM_ACHIEVEMENTS), num_warps=ln.NUM_WARPS, enable_fp_fusion=False)
+    return reward, terminated
