@@ -725,7 +725,8 @@ def test_stream_graph_replays_the_eager_step_bit_for_bit(obs: str) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 def test_queue_row_copy_kernel(device: str, kernel_device) -> None:  # noqa: ANN001
     """The queue's Triton row copy (CUDA; on a CPU in Triton's interpreter) writes the source rows
-    named into the ended envs' rows and leaves every other row alone."""
+    named into the ended envs' rows and leaves every other row alone; a second copy for the same
+    envs (``listed``: the first one's list of them reused) does the same for other rows."""
     pytest.importorskip("triton")
     from noeira.envs.craftax_full.rows import copy_rows_kernel
 
@@ -738,10 +739,17 @@ def test_queue_row_copy_kernel(device: str, kernel_device) -> None:  # noqa: ANN
     order = torch.cumsum(mask.long(), 0) - 1
     rows = (3 + order) % size
     copy = copy_rows_kernel()
-    copy(dst, src, mask, order, rows, torch.empty(n + 1, dtype=torch.int64, device=dev), torch.arange(n, device=dev))
+    scratch, envs = torch.full((n + 1,), -1, dtype=torch.int64, device=dev), torch.arange(n, device=dev)
+    copy(dst, src, mask, order, rows, scratch, envs)
+    dst2 = torch.randint(0, 255, (n, 37), dtype=torch.uint8, device=dev)
+    src2 = torch.randint(0, 255, (size, 37), dtype=torch.uint8, device=dev)
+    before2 = dst2.clone()
+    copy(dst2, src2, mask, order, rows, scratch, envs, listed=True)
     for e in range(n):
         want = src[int(rows[e])] if mask[e] else before[e]
         assert torch.equal(dst[e].cpu(), want.cpu()), e
+        want = src2[int(rows[e])] if mask[e] else before2[e]
+        assert torch.equal(dst2[e].cpu(), want.cpu()), e
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -387,7 +387,8 @@ class WorldQueue:
         self.slot_serial.copy_(torch.where(new, self.serial + behind, self.slot_serial))
         self.serial.add_(empty)
         self._copy(self.arena, fresh.arena, new, order, made, self._listed, self._slots)
-        self._copy(self._bytes(self.obs), self._bytes(self._first), new, order, made, self._listed, self._slots)
+        self._copy(self._bytes(self.obs), self._bytes(self._first), new, order, made, self._listed, self._slots,
+                   listed=True)
         self.tail.add_(empty)
 
     def draw(self, mask: Tensor, into: State, reused: Tensor) -> None:
@@ -404,20 +405,21 @@ class WorldQueue:
     def draw_obs(self, out: Tensor) -> None:
         """Copy the first observations of the worlds the last :meth:`draw` handed out into ``out``."""
         mask, order, src = self._last
-        self._copy(self._bytes(out), self._bytes(self.obs), mask, order, src, self._ended, self._envs)
+        self._copy(self._bytes(out), self._bytes(self.obs), mask, order, src, self._ended, self._envs, listed=True)
 
     @staticmethod
     def _bytes(t: Tensor) -> Tensor:
         """``t`` [n, ...] as byte rows [n, B]."""
         return t.view(t.shape[0], -1).view(torch.uint8)
 
-    def _copy(self, dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows_: Tensor, listed: Tensor,
-              index: Tensor) -> None:
+    def _copy(self, dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows_: Tensor, scratch: Tensor,
+              index: Tensor, listed: bool = False) -> None:
         """``dst[e] = src[rows_[e]]`` where ``mask`` (byte rows; ``order`` the inclusive cumsum of
-        ``mask`` minus 1, ``listed`` [len(mask) + 1] scratch, ``index`` = ``arange(len(mask))``)."""
+        ``mask`` minus 1, ``scratch`` [len(mask) + 1], ``index`` = ``arange(len(mask))``; ``listed``:
+        the last copy through ``scratch`` was for this ``mask``, which it lists already)."""
         copy = rows.copy_rows_kernel() if self.device.type == "cuda" else None
         if copy is not None:
-            copy(dst, src, mask, order, rows_, listed, index)
+            copy(dst, src, mask, order, rows_, scratch, index, listed)
         else:  # no Triton, or the CPU: select over every row (work for all, but fixed shapes and no sync,
             # so the CPU runs what a recording holds: ``noeira.core.testing.check_env_capture`` checks it)
             dst.copy_(torch.where(mask.unsqueeze(1), src.index_select(0, rows_), dst))

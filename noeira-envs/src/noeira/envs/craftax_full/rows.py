@@ -19,9 +19,10 @@ PROGRAMS = 1024
 
 @functools.cache
 def copy_rows_kernel() -> Callable[..., None] | None:
-    """``copy(dst, src, mask, order, rows, ended, envs)``: ``dst[e] = src[rows[e]]`` for every env
-    ``e`` where ``mask`` (``order``: the inclusive cumsum of ``mask`` minus 1; ``ended`` [N + 1] and
-    ``envs`` = ``arange(N)``: scratch made once); None without Triton."""
+    """``copy(dst, src, mask, order, rows, ended, envs, listed=False)``: ``dst[e] = src[rows[e]]``
+    for every env ``e`` where ``mask`` (``order``: the inclusive cumsum of ``mask`` minus 1; ``ended``
+    [N + 1] and ``envs`` = ``arange(N)``: scratch made once); ``listed``: ``ended`` lists this
+    ``mask``'s envs already (a copy of other rows for the same envs just made it); None without Triton."""
     try:
         import triton
         import triton.language as tl
@@ -39,10 +40,11 @@ def copy_rows_kernel() -> Callable[..., None] | None:
                 keep = offs < row_bytes
                 tl.store(dst + e * row_bytes + offs, tl.load(src + r * row_bytes + offs, mask=keep), mask=keep)
 
-    def run(dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows: Tensor, ended: Tensor, envs: Tensor) -> None:
+    def run(dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows: Tensor, ended: Tensor, envs: Tensor,
+            listed: bool = False) -> None:
         n = mask.shape[0]
-        # the ended envs, in env order, at the front of `ended` (the others land in its last slot)
-        ended.scatter_(0, torch.where(mask, order, n), envs)
+        if not listed:  # the ended envs, in env order, at the front of `ended` (the others land in its last slot)
+            ended.scatter_(0, torch.where(mask, order, n), envs)
         kernel[(min(n, PROGRAMS),)](dst, src, ended, order[-1:] + 1, rows, dst.shape[1], BLOCK=BLOCK)
 
     return run
