@@ -57,3 +57,41 @@ def test_mingru_kernels_compile_for_sm90() -> None:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert not result["failed"], "\n".join(result["failed"])
     assert result["built"] == 24 + 36
+
+
+CARRIES = """
+import json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from noeira.agents import mingru_kernels as k
+
+out = {}
+for fn in (k.conv_forward, k.conv_backward):
+    for n in (1, 2, 3):
+        cx = {"H": 8, "N": n, "KEEP": True, "BLOCK": 256}
+        signature = {a: "constexpr" if a in cx else ("*fp32" if a not in ("T", "B") else "i32") for a in fn.arg_names}
+        consts = {(fn.arg_names.index(a),): v for a, v in cx.items()}
+        ttir = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ttir"]
+        loop = re.search(r"scf\\.for [^{]*iter_args\\(([^)]*)\\)", ttir).group(1)
+        out[f"{fn.__name__} {n}"] = [re.match(r"%([a-z]+\\d*)", a.strip()).group(1) for a in loop.split(",")]
+print(json.dumps(out))
+"""
+
+
+def test_conv_kernels_carry_every_tap_through_their_loops() -> None:
+    """What the interpreter cannot show: the compiled conv kernels' time loops carry the values of
+    every tap from one step to the next (the backward: du and keep of the N later steps, the N + 1
+    partial sums of dw; the forward: the N earlier inputs). Triton decides what a loop carries by
+    comparing values before and after its body, so a rotation (``d2 = d1``) of values that started
+    as one tensor compiled to a constant (on an H100, 2026-12-07: wrong gradients at 3 and 4 taps)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", CARRIES], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    carried = json.loads(out.stdout.strip().splitlines()[-1])
+    for n in (1, 2, 3):
+        back = set(carried[f"conv_backward {n}"])
+        want = {f"d{i}" for i in range(1, n + 1)} | {f"k{i}" for i in range(1, n + 1)} | {f"g{i}" for i in range(n + 1)}
+        assert want <= back, (n, sorted(want - back))
+        assert {f"p{i}" for i in range(1, n + 1)} <= set(carried[f"conv_forward {n}"]), n

@@ -140,6 +140,16 @@ def conv_forward(x, past, keep, w, u, T, B, H: tl.constexpr, N: tl.constexpr, KE
 
 
 @triton.jit
+def _zeros(BLOCK: tl.constexpr):  # noqa: N803
+    return tl.zeros([BLOCK], dtype=tl.float32)
+
+
+@triton.jit
+def _ones(BLOCK: tl.constexpr):  # noqa: N803
+    return tl.full([BLOCK], 1.0, tl.float32)
+
+
+@triton.jit
 def conv_backward(
     du, x, past, keep, w, dx, dw, dpast, T, B, H: tl.constexpr, N: tl.constexpr, KEEP: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -148,11 +158,13 @@ def conv_backward(
     b, j = cols // H, cols % H
     BH = B * H
     w0, w1, w2, w3 = _tap_weights(w, H, j, live, N)
-    zero = tl.zeros([BLOCK], dtype=tl.float32)
-    d1, d2, d3 = zero, zero, zero  # du_{t+1}, du_{t+2}, du_{t+3} (0 past the segment)
-    k1 = tl.full([BLOCK], 1.0, tl.float32)  # keep_{t+1}, keep_{t+2}, keep_{t+3}
-    k2, k3 = k1, k1
-    g0, g1, g2, g3 = zero, zero, zero, zero  # dw's partial sums
+    # Each loop-carried value starts as a value of its own: Triton (3.x) finds a loop's carried
+    # values by comparing each name's value after the body with its value before, so in the
+    # rotation `d2 = d1` below, a d2 that started as the same zeros as d1 would look unchanged and
+    # be kept at zero (the interpreter, running Python, never shows it).
+    d1, d2, d3 = _zeros(BLOCK), _zeros(BLOCK), _zeros(BLOCK)  # du_{t+1}, du_{t+2}, du_{t+3} (0 past the segment)
+    k1, k2, k3 = _ones(BLOCK), _ones(BLOCK), _ones(BLOCK)  # keep_{t+1}, keep_{t+2}, keep_{t+3}
+    g0, g1, g2, g3 = _zeros(BLOCK), _zeros(BLOCK), _zeros(BLOCK), _zeros(BLOCK)  # dw's partial sums
     m1 = _tap(x, past, T - 2, BH, cols, live, N)  # x_{t-1}, x_{t-2}, x_{t-3}
     m2 = _tap(x, past, T - 3, BH, cols, live, N)
     m3 = _tap(x, past, T - 4, BH, cols, live, N)
