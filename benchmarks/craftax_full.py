@@ -26,6 +26,8 @@ Examples::
     python benchmarks/craftax_full.py --backend cuda --obs-kernel 65536,262144 \\
         --obs-launch 16x4,8x4,32x4,32x8     # the compact observation: torch vs the Triton kernel
     python benchmarks/craftax_full.py --backend cuda --expand 8192,131072   # codes -> a bf16 input layer
+    TRITON_INTERPRET=1 python benchmarks/craftax_full.py --launches 64 --env step_kernel=triton \
+        --env worldgen_kernel=triton --env obs_kernel=triton --env resets=queue   # CUDA's launches, counted on a CPU
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -314,7 +317,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="only time the expansion of B compact codes into a padded bfloat16 and a float32 input "
                         "(the Encoded space's decode_into, as PPO's input layer reads a rollout and a minibatch): "
                         "the torch path against the Triton kernel (CUDA), and check they agree")
+    p.add_argument("--launches", type=int, default=0, metavar="N",
+                   help="only count what one step of N envs launches (with the --env settings, after --warmup "
+                        "steps): the torch ops that do work and the Triton kernels, by the function that calls them")
     a = p.parse_args(argv)
+    if a.launches:
+        return launches_main(a)
     if a.worldgen:
         return worldgen_main(a)
     if a.obs_kernel:
@@ -632,6 +640,79 @@ def _torch_expand(code: torch.Tensor) -> torch.Tensor:
     res = torch.empty((code.shape[0], render.OBS_SIZE), dtype=torch.float32, device=code.device)
     render._expand_torch(code, res)
     return res
+
+
+METADATA_OPS = {"view", "_unsafe_view", "as_strided", "select", "slice", "unsqueeze", "squeeze", "expand", "t",
+                "transpose", "reshape", "alias", "detach", "permute", "unbind", "split", "lift_fresh"}
+"""Ops that make a view or read metadata: no kernel on a GPU."""
+
+
+def count_launches(step: Callable[[], Any]) -> tuple[Counter, Counter]:
+    """(torch ops that do work, by the nearest noeira function calling them; Triton launches, by kernel)
+    of one call of ``step``. The interpreter's own tensors (``TRITON_INTERPRET=1``) are not counted."""
+    import traceback
+
+    import triton.runtime.interpreter as interpreter
+    import triton.runtime.jit as jit
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    ops: Counter = Counter()
+    kernels: Counter = Counter()
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            name = func.overloadpacket.__name__
+            if name not in METADATA_OPS:
+                frames = [f for f in traceback.extract_stack() if "/noeira/" in f.filename]
+                where = f"{Path(frames[-1].filename).stem}.{frames[-1].name}" if frames else "?"
+                ops[f"{where}: {name}"] += 1
+            return func(*args, **(kwargs or {}))
+
+    def counted(run: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            kernels[getattr(self, "__name__", None) or self.fn.__name__] += 1
+            with _disable_current_modes():
+                return run(self, *args, **kwargs)
+        return wrapper
+
+    patched = [(cls, cls.run) for cls in (jit.JITFunction, getattr(interpreter, "InterpretedFunction", None)) if cls]
+    try:
+        for cls, run in patched:
+            cls.run = counted(run)
+        with Ops():
+            step()
+    finally:
+        for cls, run in patched:
+            cls.run = run
+    return ops, kernels
+
+
+def launches_main(a: argparse.Namespace) -> int:
+    options: dict[str, Any] = {}
+    for item in a.env:
+        key, _, value = item.partition("=")
+        options[key] = int(value) if value.lstrip("-").isdigit() else value
+    variant = (a.variants or "compact").split(",")[0]
+    env = make_env("craftax", num_envs=a.launches, backend=a.backend, seed=0, obs=variant, **options)
+    action = torch.randint(0, env.action_space.n, (a.launches,), device=env.device)
+    env.reset(seed=0)
+    for _ in range(max(a.warmup, 3)):
+        env.step(action)
+    ops, kernels = count_launches(lambda: env.step(action))
+    console = Console(width=max(Console().width, 130))
+    table = Table(title=f"one step of {a.launches} envs ({variant}, {options or 'defaults'}): what it launches")
+    for c in ("called from", "ops"):
+        table.add_column(c, justify="left" if c == "called from" else "right")
+    places: Counter = Counter()
+    for key, count in ops.items():
+        places[key.split(":")[0]] += count
+    for where, count in places.most_common():
+        table.add_row(where, str(count))
+    table.add_row("[bold]torch ops that do work", f"[bold]{sum(ops.values())}")
+    table.add_row("[bold]Triton launches", f"[bold]{sum(kernels.values())}")
+    console.print(table)
+    console.print("Triton: " + ", ".join(f"{k} x{v}" for k, v in sorted(kernels.items())))
+    return 0
 
 
 if __name__ == "__main__":

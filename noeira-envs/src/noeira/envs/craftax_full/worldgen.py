@@ -267,8 +267,8 @@ def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, c
                    kernel: bool | None = None, into: State | None = None) -> State:
     """The initial states of the worlds numbered ``(stream[i], serial[i])`` (:func:`keyed_draws`),
     ``chunk`` at a time (a world's draws take ~0.4 MB, and ~0.7 MB of int64 scratch on the torch
-    path); ``kernel`` as :func:`world_from_draws`' (the Triton kernels write each chunk's worlds
-    straight into the states' rows). ``into``: states of ``k`` rows to write world ``i`` into
+    path); ``kernel`` as :func:`world_from_draws`' (the Triton kernels, the keyed draws' with them,
+    write each chunk's worlds straight into the states' rows). ``into``: states of ``k`` rows to write world ``i`` into
     row ``i`` of (and returned); there the Triton kernels skip the worlds whose serial is negative,
     whose rows keep what they held, so the work follows the worlds asked for while the shapes stay
     fixed (a CUDA graph records them; the torch path makes every world)."""
@@ -286,7 +286,7 @@ def generate_keyed(key: Tensor, stream: Tensor, serial: Tensor, light0: float, c
     s = state_of(torch.empty((k, ROW_BYTES), dtype=torch.uint8, device=dev)) if into is None else into
     rows = torch.where(serial >= 0, torch.arange(k, device=dev), -1)  # (negative serials come only with into)
     for i in range(0, k, chunk):
-        write(keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk]), light0, s.arena, rows[i:i + chunk])
+        write(keyed_draws(key, stream[i:i + chunk], serial[i:i + chunk], kernel), light0, s.arena, rows[i:i + chunk])
     return s
 
 
