@@ -1085,3 +1085,30 @@ def test_env_steps_through_the_rule_kernels(device: str, kernel_device) -> None:
         assert torch.equal(envs[0].s.arena, envs[1].s.arena), t
         died += int(results[1].terminated.sum())
     assert died >= 3 * n // 4
+
+
+@pytest.mark.slow
+def test_launch_count_benchmark_sees_the_kernel_step() -> None:
+    """``benchmarks/craftax_full.py --launches`` (Triton's interpreter on a CPU, CUDA's kernel
+    settings) counts one step: the Triton kernels by name, the step's end among them (no torch
+    ``game.finish`` left), and the torch ops by caller."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton")
+    script = Path(__file__).parents[2] / "benchmarks" / "craftax_full.py"
+    args = ["--launches", "4", *(f"--env={k}=triton" for k in ("step_kernel", "worldgen_kernel", "obs_kernel")),
+            "--env=resets=queue", "--env=queue_size=8", "--env=queue_refill=2"]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "1", "COLUMNS": "160"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    kernels = dict(re.findall(r"(_\w+_kernel) x(\d+)", out.stdout))
+    for name in ("_front_kernel", "_mobs_kernel", "_spawn_kernel", "_upkeep_kernel", "_finish_kernel"):
+        assert kernels.get(name) == "1", (name, out.stdout)
+    assert kernels.get("_compact_kernel") == "2"
+    assert "game.finish" not in out.stdout and "envbase.step" in out.stdout
+    ops = int(re.search(r"torch ops that do work\D+(\d+)", out.stdout).group(1))
+    assert 20 < ops < 200, out.stdout
