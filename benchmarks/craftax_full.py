@@ -321,8 +321,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="only count what one step of N envs launches (with the --env settings, after --warmup "
                         "steps): the torch ops that do work and the Triton kernels, by the function that calls them")
     a = p.parse_args(argv)
+    options: dict[str, Any] = {}
+    for item in a.env:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--env: expected KEY=VALUE, got {item!r}")
+        options[key] = int(value) if value.lstrip("-").isdigit() else value
     if a.launches:
-        return launches_main(a)
+        return launches_main(a, options)
     if a.worldgen:
         return worldgen_main(a)
     if a.obs_kernel:
@@ -330,12 +336,6 @@ def main(argv: list[str] | None = None) -> int:
     if a.expand:
         return expand_main(a)
     sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else (QUICK_SIZES if a.quick else FULL_SIZES)
-    options = {}
-    for item in a.env:
-        key, sep, value = item.partition("=")
-        if not sep:
-            p.error(f"--env: expected KEY=VALUE, got {item!r}")
-        options[key] = int(value) if value.lstrip("-").isdigit() else value
     min_time = a.min_time if a.min_time is not None else (0.3 if a.quick else 2.0)
     graphs = [g.strip() for g in a.graphs.split(",") if g.strip()]
     be = get_backend(a.backend)
@@ -687,11 +687,8 @@ def count_launches(step: Callable[[], Any]) -> tuple[Counter, Counter]:
     return ops, kernels
 
 
-def launches_main(a: argparse.Namespace) -> int:
-    options: dict[str, Any] = {}
-    for item in a.env:
-        key, _, value = item.partition("=")
-        options[key] = int(value) if value.lstrip("-").isdigit() else value
+def launches_main(a: argparse.Namespace, options: dict[str, Any]) -> int:
+    """``--launches``: count what one step of the env (``options``: its ``--env`` settings) launches."""
     variant = (a.variants or "compact").split(",")[0]
     env = make_env("craftax", num_envs=a.launches, backend=a.backend, seed=0, obs=variant, **options)
     action = torch.randint(0, env.action_space.n, (a.launches,), device=env.device)
