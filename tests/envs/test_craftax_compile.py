@@ -31,7 +31,8 @@ KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_
                            "_expand_kernel"),
            "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel", "_expand_kernel"),
            "full_worldgen": ("_smooth_kernel", "_dungeon_kernel", "_rest_kernel"),
-           "full_front": ("_front_kernel",), "full_tail": ("_mobs_kernel", "_spawn_kernel", "_upkeep_kernel", "_finish_kernel")}
+           "full_front": ("_front_kernel",), "full_tail": ("_mobs_kernel", "_spawn_kernel", "_upkeep_kernel", "_finish_kernel"),
+           "full_queue": ("_refill_kernel", "_draw_kernel", "_copy_kernel")}
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 
 COMPILE = """
@@ -40,10 +41,11 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from noeira.envs.craftax import triton_step, triton_worldgen
-from noeira.envs.craftax_full import triton_front, triton_obs, triton_tail
+from noeira.envs.craftax_full import triton_front, triton_obs, triton_queue, triton_tail
 from noeira.envs.craftax_full import triton_worldgen as full_worldgen
 modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
-           "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail}
+           "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail,
+           "full_queue": triton_queue}
 failed = []
 for launch in json.load(open(sys.argv[1])):
     fn = getattr(modules[launch["module"]], launch["kernel"])
@@ -63,11 +65,12 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     every kernel launch."""
     from noeira.core import make_env
     from noeira.envs.craftax import render, triton_step, triton_worldgen
-    from noeira.envs.craftax_full import triton_front, triton_obs, triton_tail, worldgen
+    from noeira.envs.craftax_full import triton_front, triton_obs, triton_queue, triton_tail, worldgen
     from noeira.envs.craftax_full import triton_worldgen as full_worldgen
 
     modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
-               "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail}
+               "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail,
+               "full_queue": triton_queue}
     launches: list[dict] = []
 
     def recorder(module: str, name: str):
@@ -103,7 +106,7 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     env = make_env("craftax-classic", num_envs=8, backend="cpu", seed=0, kernel="triton", obs="compact")
     env.step(torch.zeros(8, dtype=torch.long))
     full = make_env("craftax", num_envs=4, backend="cpu", seed=0, obs="compact", obs_kernel="triton",
-                    step_kernel="triton", resets="queue", queue_size=8, queue_refill=2)
+                    step_kernel="triton", resets="queue", queue_size=8, queue_refill=2, queue_kernel="triton")
     full.step(torch.zeros(4, dtype=torch.long))
     draws = worldgen.keyed_draws(torch.tensor([3]), torch.tensor([worldgen.QUEUE_STREAM]), torch.tensor([0]))
     worldgen.world_from_draws(draws, 0.5, kernel=True)  # as CUDA's queue makes its worlds

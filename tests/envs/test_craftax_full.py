@@ -723,33 +723,63 @@ def test_stream_graph_replays_the_eager_step_bit_for_bit(obs: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_queue_row_copy_kernel(device: str, kernel_device) -> None:  # noqa: ANN001
-    """The queue's Triton row copy (CUDA; on a CPU in Triton's interpreter) writes the source rows
-    named into the ended envs' rows and leaves every other row alone; a second copy for the same
-    envs (``listed``: the first one's list of them reused) does the same for other rows."""
+def test_queue_copy_kernel_copies_the_listed_rows(device: str, kernel_device) -> None:  # noqa: ANN001
+    """The queue's Triton row copy (CUDA; on a CPU in Triton's interpreter) writes ``dst[d] = src[s]``
+    for the first ``count`` pairs listed, in one table or two at once, and leaves every other row alone."""
     pytest.importorskip("triton")
-    from noeira.envs.craftax_full.rows import copy_rows_kernel
+    from noeira.envs.craftax_full.triton_queue import queue_kernels
 
     dev = kernel_device(device)
-    n, size, width = 9, 5, 5000  # rows longer than one block
-    dst = torch.randint(0, 255, (n, width), dtype=torch.uint8, device=dev)
-    src = torch.randint(0, 255, (size, width), dtype=torch.uint8, device=dev)
-    before = dst.clone()
-    mask = torch.tensor([0, 1, 0, 0, 1, 1, 0, 0, 1], dtype=torch.bool, device=dev)
-    order = torch.cumsum(mask.long(), 0) - 1
-    rows = (3 + order) % size
-    copy = copy_rows_kernel()
-    scratch, envs = torch.full((n + 1,), -1, dtype=torch.int64, device=dev), torch.arange(n, device=dev)
-    copy(dst, src, mask, order, rows, scratch, envs)
+    n, size = 9, 5
+    pairs = torch.tensor([[1, 3], [4, 4], [5, 0], [8, 1], [0, 2]], dtype=torch.int64, device=dev)
+    count = torch.tensor([4], device=dev)  # the last pair is past the count: not copied
+    dst = torch.randint(0, 255, (n, 5000), dtype=torch.uint8, device=dev)  # rows longer than one block
+    src = torch.randint(0, 255, (size, 5000), dtype=torch.uint8, device=dev)
     dst2 = torch.randint(0, 255, (n, 37), dtype=torch.uint8, device=dev)
     src2 = torch.randint(0, 255, (size, 37), dtype=torch.uint8, device=dev)
-    before2 = dst2.clone()
-    copy(dst2, src2, mask, order, rows, scratch, envs, listed=True)
+    one, before, before2 = dst.clone(), dst.clone(), dst2.clone()
+    kernels = queue_kernels()
+    kernels.copy_rows(pairs, count, one, src)
+    kernels.copy_rows(pairs, count, dst, src, dst2, src2)
+    moved = {int(d): int(r) for d, r in pairs[:4].tolist()}
     for e in range(n):
-        want = src[int(rows[e])] if mask[e] else before[e]
-        assert torch.equal(dst[e].cpu(), want.cpu()), e
-        want = src2[int(rows[e])] if mask[e] else before2[e]
-        assert torch.equal(dst2[e].cpu(), want.cpu()), e
+        for got, table, old in ((one, src, before), (dst, src, before), (dst2, src2, before2)):
+            want = table[moved[e]] if e in moved else old[e]
+            assert torch.equal(got[e].cpu(), want.cpu()), e
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_queue_kernels_keep_the_queue_as_torch_does(device: str, kernel_device) -> None:  # noqa: ANN001
+    """The env with the queue's plan and copy kernels (``queue_kernel = "triton"``; on a CPU in
+    Triton's interpreter) steps as with the torch bookkeeping: observations, final observations,
+    states, episode counts, ``reused`` and the queue's counters, slots and worlds equal, through
+    resets in env order, a queue that runs dry (worlds reused) and refills that wrap around."""
+    pytest.importorskip("triton")
+    dev = kernel_device(device)
+    n = 12
+    envs = [_env(n, str(dev), seed=5, obs="compact", resets="queue", queue_size=6, queue_refill=2, queue_kernel=k)
+            for k in ("torch", "triton")]
+    assert envs[0].queue.kernels is None and envs[1].queue.kernels is not None
+    g = torch.Generator().manual_seed(4)
+    reused = 0
+    for t in range(10):
+        action = torch.randint(0, NUM_ACTIONS, (n,), generator=g).to(dev)
+        dying = torch.rand(n, generator=g) < (0.5 if t == 4 else 0.2)  # step 4: more than the queue holds
+        for env in envs:
+            state = env.get_state()
+            state["player_health"][dying] = 0.0
+            env.set_state(state)
+        results = [env.step(action) for env in envs]
+        for key in ("obs", "final_obs", "reward", "terminated"):
+            assert torch.equal(getattr(results[0], key), getattr(results[1], key)), (key, t)
+        assert torch.equal(envs[0].s.arena, envs[1].s.arena), t
+        assert torch.equal(envs[0].episode, envs[1].episode) and torch.equal(envs[0].reused, envs[1].reused), t
+        q, r = envs[0].queue, envs[1].queue
+        for key in ("arena", "obs", "head", "tail", "serial", "slot_serial"):
+            assert torch.equal(getattr(q, key), getattr(r, key)), (key, t)
+        reused += int(envs[1].reused.sum())
+    assert reused > 0, "the queue ran dry at step 4: some episodes took used worlds"
+    assert int(envs[1].queue.serial) >= 3 * 6, "every slot was refilled at least twice (the refills wrap around)"
 
 
 @pytest.mark.parametrize("device", DEVICES)

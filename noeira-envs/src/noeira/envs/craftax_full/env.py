@@ -46,7 +46,7 @@ from torch import Tensor
 
 from noeira.core import Backend, Box, ConfigError, Discrete, Encoded, TensorEnv
 from noeira.envs.craftax.constants import light_tables  # the same day-night cycle as Craftax-Classic
-from noeira.envs.craftax_full import game, render, rows, triton_step, worldgen
+from noeira.envs.craftax_full import game, render, triton_step, worldgen
 from noeira.envs.craftax_full.constants import (
     ACHIEVEMENTS,
     LEVEL_ACHIEVEMENTS,
@@ -56,6 +56,7 @@ from noeira.envs.craftax_full.constants import (
     OBS_SIZE,
 )
 from noeira.envs.craftax_full.state import State, empty_state, export_state, import_state, state_of
+from noeira.envs.craftax_full.triton_queue import QueueKernels, queue_kernels  # Triton imported when asked
 
 __all__ = ["Craftax", "WorldQueue"]
 
@@ -118,6 +119,12 @@ class Craftax(TensorEnv):
         """What runs the rules: ``torch`` (:func:`.game.step`, every device), ``triton`` (four Triton
         kernels, :mod:`.triton_step`, the same states bit for bit; CUDA, or a CPU under
         ``TRITON_INTERPRET=1``) or ``auto``: triton on CUDA where Triton imports, torch elsewhere."""
+        queue_kernel: str = "auto"
+        """What keeps the world queue (``resets = "queue"``): ``torch`` (its counters in torch ops, a
+        select over every row for the copies; every device), ``triton`` (a plan kernel for each of
+        refill and draw, a copy kernel whose work follows the worlds moved, :mod:`.triton_queue`;
+        the same bytes; CUDA, or a CPU under ``TRITON_INTERPRET=1``) or ``auto``: triton on CUDA
+        where Triton imports, torch elsewhere."""
 
     def __init__(self, config: Config, *, num_envs: int, backend: Backend, seed: int | None) -> None:
         dev = torch.device(backend.device)
@@ -125,7 +132,7 @@ class Craftax(TensorEnv):
             raise ConfigError(f"env.obs: must be 'symbolic' or 'compact', got {config.obs!r}")
         if config.resets not in ("auto", "on_demand", "queue"):
             raise ConfigError(f"env.resets: must be 'auto', 'on_demand' or 'queue', got {config.resets!r}")
-        for key in ("obs_kernel", "worldgen_kernel", "step_kernel"):
+        for key in ("obs_kernel", "worldgen_kernel", "step_kernel", "queue_kernel"):
             if getattr(config, key) not in ("auto", "torch", "triton"):
                 raise ConfigError(f"env.{key}: must be 'auto', 'torch' or 'triton', got {getattr(config, key)!r}")
 
@@ -178,7 +185,7 @@ class Craftax(TensorEnv):
                 raise ConfigError(f"env.queue_size / env.queue_refill: need size >= 1 and 1 <= refill <= size, "
                                   f"got {size}, {refill}")
             self.queue = WorldQueue(self.generate_serial, self._render, size, refill, num_envs, space.shape,
-                                    space.dtype, dev)
+                                    space.dtype, dev, _kernel(config, "queue_kernel", dev, queue_kernels))
         self._ach_floor = torch.tensor(LEVEL_ACHIEVEMENTS[1:], device=dev)
         self._floor_number = torch.arange(1, 9, device=dev)
         self.reset(seed)
@@ -219,8 +226,7 @@ class Craftax(TensorEnv):
 
     def _reset_envs(self, mask: Tensor) -> None:
         if self.queue is not None:
-            self.episode.add_(mask.long())
-            self.queue.draw(mask, self.s, self.reused)
+            self.queue.draw(mask, self.s, self.reused, self.episode)
             return
         rows = mask.nonzero().squeeze(1)
         if rows.numel():
@@ -331,14 +337,16 @@ class WorldQueue:
     needed and copy only those made, so the work follows the episodes that ended), and
     :meth:`draw` gives the ended envs the next worlds in env order (:meth:`draw_obs` their first
     observations); an env that finds the queue empty takes a used world and is flagged in
-    ``reused``. A world is one row of the state's arena: on CUDA with Triton one kernel copies the
-    rows listed (its cost follows them); elsewhere a select over every row.
+    ``reused``. A world is one row of the state's arena. ``kernels`` (:mod:`.triton_queue`, CUDA's
+    default): the bookkeeping is one plan kernel each for refill and draw and the copies walk the
+    rows listed; without them torch ops keep the counters and a select over every row copies.
     """
 
     def __init__(self, generate: Callable[[Tensor, State | None], State], observe: Callable[[State, Tensor], None],
                  size: int, refill: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
-                 device: torch.device) -> None:
+                 device: torch.device, kernels: QueueKernels | None = None) -> None:
         self.generate, self.observe, self.size, self.refill_count = generate, observe, size, refill
+        self.kernels = kernels
         self.device = torch.device(device)
         self.arena = torch.zeros((size, empty_state(1, self.device).arena.shape[1]), dtype=torch.uint8,
                                  device=self.device)
@@ -352,11 +360,13 @@ class WorldQueue:
         """The serial of the next world to generate (the queue's worlds are numbered in order)."""
         self.slot_serial = torch.zeros(size, dtype=torch.int64, device=self.device)
         """The serial of the world each slot holds."""
-        self._ended = torch.empty(num_envs + 1, dtype=torch.int64, device=self.device)  # scratch of the row copies
-        self._envs = torch.arange(num_envs, device=self.device)
-        self._listed = torch.empty(size + 1, dtype=torch.int64, device=self.device)
         self._slots = torch.arange(size, device=self.device)
-        self._last: tuple[Tensor, Tensor, Tensor] | None = None  # filled by the env's first reset
+        # the kernels' plans: (destination, source) row pairs and their number
+        self._serials = torch.empty(refill, dtype=torch.int64, device=self.device)
+        self._refill_pairs = torch.empty((refill, 2), dtype=torch.int64, device=self.device)
+        self._draw_pairs = torch.empty((num_envs, 2), dtype=torch.int64, device=self.device)
+        self._counts = torch.zeros(2, dtype=torch.int64, device=self.device)
+        self._last: tuple[Tensor, Tensor] | bool | None = None  # what the last draw handed out, for draw_obs
 
     def fill(self) -> None:
         """New worlds 0 .. size - 1 in every slot (on ``reset(seed)``, so a seed fixes the worlds)."""
@@ -376,53 +386,66 @@ class WorldQueue:
 
     def refill(self) -> None:
         """Generate fresh worlds behind the last one written, one for each empty slot, at most ``refill``."""
+        k = self.kernels
+        if k is not None:
+            count = self._counts[0:1]
+            k.plan_refill(self.head, self.tail, self.serial, self.slot_serial, self._serials, self._refill_pairs, count)
+            fresh = self.generate(self._serials, self._fresh)
+            self.observe(fresh, self._first)
+            k.copy_rows(self._refill_pairs, count, self.arena, fresh.arena, self._bytes(self.obs),
+                        self._bytes(self._first))
+            return
         empty = (self.head + self.size - self.tail).clamp(0, self.refill_count)
         serials = torch.where(self._offsets < empty, self.serial + self._offsets, -1)  # -1: not made
         fresh = self.generate(serials, self._fresh)
         self.observe(fresh, self._first)
         behind = (self._slots - self.tail) % self.size  # each slot's place behind the tail
         new = behind < empty
-        order = torch.cumsum(new.long(), 0) - 1
         made = behind.clamp(max=self.refill_count - 1)
         self.slot_serial.copy_(torch.where(new, self.serial + behind, self.slot_serial))
         self.serial.add_(empty)
-        self._copy(self.arena, fresh.arena, new, order, made, self._listed, self._slots)
-        self._copy(self._bytes(self.obs), self._bytes(self._first), new, order, made, self._listed, self._slots,
-                   listed=True)
+        self._select(self.arena, fresh.arena, new, made)
+        self._select(self._bytes(self.obs), self._bytes(self._first), new, made)
         self.tail.add_(empty)
 
-    def draw(self, mask: Tensor, into: State, reused: Tensor) -> None:
-        """Copy the next worlds into the rows of ``into`` where ``mask`` [N] is True (in env order)."""
-        order = torch.cumsum(mask.long(), 0) - 1
-        absolute = self.head + order
+    def draw(self, mask: Tensor, into: State, reused: Tensor, episode: Tensor) -> None:
+        """Copy the next worlds into the rows of ``into`` where ``mask`` [N] is True (in env order);
+        ``reused`` [N]: whether each found the queue empty; ``episode`` [N] counts up where ``mask``."""
+        k = self.kernels
+        if k is not None:
+            count = self._counts[1:2]
+            k.plan_draw(mask, episode, reused, self.head, self.tail, self.size, self._draw_pairs, count)
+            k.copy_rows(self._draw_pairs, count, into.arena, self.arena)
+            self._last = True
+            return
+        episode.add_(mask.long())
+        absolute = self.head + torch.cumsum(mask.long(), 0) - 1  # the ended envs in env order
         src = absolute % self.size
         reused.copy_(torch.where(mask, absolute >= self.tail, reused))
-        self._copy(into.arena, self.arena, mask, order, src, self._ended, self._envs)
-        self._last = (mask, order, src)
+        self._select(into.arena, self.arena, mask, src)
+        self._last = (mask, src)
         self.head.add_(mask.sum())
         self.tail.copy_(torch.maximum(self.tail, self.head))
 
     def draw_obs(self, out: Tensor) -> None:
         """Copy the first observations of the worlds the last :meth:`draw` handed out into ``out``."""
-        mask, order, src = self._last
-        self._copy(self._bytes(out), self._bytes(self.obs), mask, order, src, self._ended, self._envs, listed=True)
+        if self._last is True:
+            self.kernels.copy_rows(self._draw_pairs, self._counts[1:2], self._bytes(out), self._bytes(self.obs))
+        else:
+            mask, src = self._last
+            self._select(self._bytes(out), self._bytes(self.obs), mask, src)
 
     @staticmethod
     def _bytes(t: Tensor) -> Tensor:
         """``t`` [n, ...] as byte rows [n, B]."""
         return t.view(t.shape[0], -1).view(torch.uint8)
 
-    def _copy(self, dst: Tensor, src: Tensor, mask: Tensor, order: Tensor, rows_: Tensor, scratch: Tensor,
-              index: Tensor, listed: bool = False) -> None:
-        """``dst[e] = src[rows_[e]]`` where ``mask`` (byte rows; ``order`` the inclusive cumsum of
-        ``mask`` minus 1, ``scratch`` [len(mask) + 1], ``index`` = ``arange(len(mask))``; ``listed``:
-        the last copy through ``scratch`` was for this ``mask``, which it lists already)."""
-        copy = rows.copy_rows_kernel() if self.device.type == "cuda" else None
-        if copy is not None:
-            copy(dst, src, mask, order, rows_, scratch, index, listed)
-        else:  # no Triton, or the CPU: select over every row (work for all, but fixed shapes and no sync,
-            # so the CPU runs what a recording holds: ``noeira.core.testing.check_env_capture`` checks it)
-            dst.copy_(torch.where(mask.unsqueeze(1), src.index_select(0, rows_), dst))
+    @staticmethod
+    def _select(dst: Tensor, src: Tensor, mask: Tensor, rows_: Tensor) -> None:
+        """``dst[e] = src[rows_[e]]`` where ``mask``: a select over every row (work for all, but fixed
+        shapes and no sync, so the CPU runs what a recording holds: ``noeira.core.testing.check_env_capture``
+        checks it)."""
+        dst.copy_(torch.where(mask.unsqueeze(1), src.index_select(0, rows_), dst))
 
     # in-step scratch (``noeira verify-graph`` skips them)
-    __scratch__ = ("_ended", "_envs", "_listed", "_slots", "_last", "_fresh", "_first")
+    __scratch__ = ("_slots", "_last", "_fresh", "_first", "_serials", "_refill_pairs", "_draw_pairs", "_counts")
