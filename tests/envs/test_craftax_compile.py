@@ -32,7 +32,7 @@ KERNELS = {"triton_step": ("_env_kernel", "_spawn_kernel", "_observe_kernel", "_
            "triton_worldgen": ("_worldgen_kernel",), "triton_obs": ("_compact_kernel", "_expand_kernel"),
            "full_worldgen": ("_smooth_kernel", "_dungeon_kernel", "_rest_kernel"),
            "full_front": ("_front_kernel",), "full_tail": ("_mobs_kernel", "_spawn_kernel", "_upkeep_kernel", "_finish_kernel"),
-           "full_queue": ("_refill_kernel", "_draw_kernel", "_copy_kernel")}
+           "full_queue": ("_refill_kernel", "_draw_kernel", "_copy_kernel"), "full_account": ("_account_kernel",)}
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 
 COMPILE = """
@@ -41,11 +41,11 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from noeira.envs.craftax import triton_step, triton_worldgen
-from noeira.envs.craftax_full import triton_front, triton_obs, triton_queue, triton_tail
+from noeira.envs.craftax_full import triton_account, triton_front, triton_obs, triton_queue, triton_tail
 from noeira.envs.craftax_full import triton_worldgen as full_worldgen
 modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
            "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail,
-           "full_queue": triton_queue}
+           "full_queue": triton_queue, "full_account": triton_account}
 failed = []
 for launch in json.load(open(sys.argv[1])):
     fn = getattr(modules[launch["module"]], launch["kernel"])
@@ -65,12 +65,12 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     every kernel launch."""
     from noeira.core import make_env
     from noeira.envs.craftax import render, triton_step, triton_worldgen
-    from noeira.envs.craftax_full import triton_front, triton_obs, triton_queue, triton_tail, worldgen
+    from noeira.envs.craftax_full import triton_account, triton_front, triton_obs, triton_queue, triton_tail, worldgen
     from noeira.envs.craftax_full import triton_worldgen as full_worldgen
 
     modules = {"triton_step": triton_step, "triton_worldgen": triton_worldgen, "triton_obs": triton_obs,
                "full_worldgen": full_worldgen, "full_front": triton_front, "full_tail": triton_tail,
-               "full_queue": triton_queue}
+               "full_queue": triton_queue, "full_account": triton_account}
     launches: list[dict] = []
 
     def recorder(module: str, name: str):

@@ -34,7 +34,7 @@ from env_testing import (
 
 from noeira.core import make_env
 from noeira.envs.craftax_full import game, worldgen
-from noeira.envs.craftax_full.constants import ACHIEVEMENTS, NUM_ACTIONS, OBS_SIZE
+from noeira.envs.craftax_full.constants import ACHIEVEMENTS, LEVEL_ACHIEVEMENTS, MAX_TIMESTEPS, NUM_ACTIONS, OBS_SIZE
 from noeira.envs.craftax_full.env import Craftax
 from noeira.envs.craftax_full.state import EXPORT_FIELDS, empty_state, export_state, import_state
 
@@ -1092,29 +1092,51 @@ def test_bad_settings_name_the_key() -> None:
 @pytest.mark.parametrize("device", DEVICES)
 def test_env_steps_through_the_rule_kernels(device: str, kernel_device) -> None:  # noqa: ANN001
     """The env with its rules in Triton kernels (``step_kernel = "triton"``; on a CPU in Triton's
-    interpreter) steps as the env with the torch rules: every state leaf, the observation, the final
-    observation, reward and done equal, through deaths and the queue's resets."""
+    interpreter), its episode accounting one kernel with them, steps as the env with the torch rules
+    and ``TensorEnv.step``'s accounting: every state leaf, the observation, the final observation,
+    reward, terminated and truncated, the clock and running return and length, and the completed
+    episodes' statistics equal, through deaths, the time limit and the queue's resets."""
     pytest.importorskip("triton")
     dev = kernel_device(device)
     n = 16
     envs = [_env(n, str(dev), seed=3, obs="compact", resets="queue", queue_size=24, queue_refill=4, step_kernel=k)
             for k in ("torch", "triton")]
     assert envs[0]._step is game.step and envs[1]._step is not game.step
+    assert envs[0]._account is None and envs[1]._account is not None
     g = torch.Generator().manual_seed(1)
-    died = 0
+    died = truncated = 0
     for t in range(12):
         action = torch.randint(0, NUM_ACTIONS, (n,), generator=g).to(dev)
-        if t % 4 == 3:  # a quarter of the envs die this step: resets from the queue
+        if t % 4 == 3 or t == 6:
             for env in envs:
                 state = env.get_state()
-                state["player_health"][t % 4::4] = 0.0
+                if t == 6:  # four reach the time limit this step, one of them dying as well
+                    state["timestep"][4:8] = MAX_TIMESTEPS - 1
+                    state["player_health"][7] = 0.0
+                else:  # a quarter of the envs die this step: resets from the queue
+                    state["player_health"][t % 4::4] = 0.0
+                if t == 3:  # one of them had reached the mines (floor 2), another began in a used world
+                    state["achievements"][7, LEVEL_ACHIEVEMENTS[2]] = True
+                    env.reused[3] = True
                 env.set_state(state)
         results = [env.step(action) for env in envs]
         for key in ("obs", "final_obs", "reward", "terminated", "truncated"):
             assert torch.equal(getattr(results[0], key), getattr(results[1], key)), (key, t)
         assert torch.equal(envs[0].s.arena, envs[1].s.arena), t
+        for key in ("elapsed", "episode_return", "episode_length", "episode", "reused"):
+            assert torch.equal(getattr(envs[0], key), getattr(envs[1], key)), (key, t)
         died += int(results[1].terminated.sum())
-    assert died >= 3 * n // 4
+        truncated += int(results[1].truncated.sum())
+        if t % 3 == 2:
+            want, got = envs[0].pop_episode_stats(), envs[1].pop_episode_stats()
+            assert set(want) == set(got)
+            for key in want:  # the return's float64 sum in another order: equal to rounding
+                assert torch.allclose(want[key], got[key], rtol=1e-12, atol=0), (key, t)
+                assert key == "return_sum" or torch.equal(want[key], got[key]), (key, t)
+            assert float(got["count"]) > 0 or t < 3, t
+            if t == 5:
+                assert float(got["floor_sum"]) == 2.0 and float(got["world_reused_sum"]) == 1.0
+    assert died >= 3 * n // 4 and truncated == 3, (died, truncated)
 
 
 @pytest.mark.slow
@@ -1130,15 +1152,19 @@ def test_launch_count_benchmark_sees_the_kernel_step() -> None:
 
     pytest.importorskip("triton")
     script = Path(__file__).parents[2] / "benchmarks" / "craftax_full.py"
-    args = ["--launches", "4", *(f"--env={k}=triton" for k in ("step_kernel", "worldgen_kernel", "obs_kernel")),
+    args = ["--launches", "4", *(f"--env={k}=triton" for k in ("step_kernel", "worldgen_kernel", "obs_kernel",
+                                                              "queue_kernel")),
             "--env=resets=queue", "--env=queue_size=8", "--env=queue_refill=2"]
     out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TRITON_INTERPRET": "1", "COLUMNS": "160"})
     assert out.returncode == 0, out.stderr[-2000:]
     kernels = dict(re.findall(r"(_\w+_kernel) x(\d+)", out.stdout))
-    for name in ("_front_kernel", "_mobs_kernel", "_spawn_kernel", "_upkeep_kernel", "_finish_kernel"):
+    for name in ("_front_kernel", "_mobs_kernel", "_spawn_kernel", "_upkeep_kernel", "_finish_kernel",
+                 "_account_kernel", "_refill_kernel", "_draw_kernel"):
         assert kernels.get(name) == "1", (name, out.stdout)
-    assert kernels.get("_compact_kernel") == "2"
-    assert "game.finish" not in out.stdout and "envbase.step" in out.stdout
+    assert kernels.get("_compact_kernel") == "2" and kernels.get("_copy_kernel") == "3"  # refill; draw: worlds, obs
+    # the step's end, its accounting and the queue's bookkeeping are kernels: no torch ops of theirs left
+    for caller in ("game.finish", "envbase.step", "env._episode_sums", "env.refill", "env.draw"):
+        assert caller not in out.stdout, (caller, out.stdout)
     ops = int(re.search(r"torch ops that do work\D+(\d+)", out.stdout).group(1))
-    assert 20 < ops < 200, out.stdout
+    assert 10 < ops < 80, out.stdout

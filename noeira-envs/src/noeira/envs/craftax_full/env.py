@@ -45,8 +45,9 @@ import torch
 from torch import Tensor
 
 from noeira.core import Backend, Box, ConfigError, Discrete, Encoded, TensorEnv
+from noeira.core.envbase import check_action
 from noeira.envs.craftax.constants import light_tables  # the same day-night cycle as Craftax-Classic
-from noeira.envs.craftax_full import game, render, triton_step, worldgen
+from noeira.envs.craftax_full import game, render, triton_account, triton_step, worldgen
 from noeira.envs.craftax_full.constants import (
     ACHIEVEMENTS,
     LEVEL_ACHIEVEMENTS,
@@ -164,6 +165,9 @@ class Craftax(TensorEnv):
         """What writes the compact observations (``obs_kernel``)."""
         self._step: triton_step.StepFn = _kernel(config, "step_kernel", dev, triton_step.step_kernel) or game.step
         """What runs the rules (``step_kernel``)."""
+        self._account = None if self._step is game.step else triton_account.account
+        """The step's episode accounting as one kernel, with the rules' kernels (None: the base class's torch ops)."""
+        self._done = torch.zeros(num_envs, dtype=torch.bool, device=dev)
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
         self._light0 = float(light[0])
@@ -245,8 +249,25 @@ class Craftax(TensorEnv):
     # the CUDA graph as it is.
     @torch.compiler.disable
     def step(self, action: Tensor):  # noqa: ANN201
-        r = super().step(action)
-        r.truncated &= ~r.terminated  # the time limit counts only for worlds still alive
+        if self._account is None:
+            r = super().step(action)
+            r.truncated &= ~r.terminated  # the time limit counts only for worlds still alive
+            return r
+        # TensorEnv.step (the reference) with its accounting in one kernel (triton_account)
+        if self.validate_actions:
+            check_action(self.action_space, action, self.num_envs)
+        r = self._result
+        reward, terminated = self._advance(action)
+        self._observe(r.final_obs)
+        partial = self._account(self.s, reward, terminated, r.reward, r.terminated, r.truncated, self._done,
+                                self.elapsed, self.episode_return, self.episode_length, self.reused,
+                                self.max_episode_steps)
+        self._stats += partial.sum(0)  # the programs' sums added in a fixed order: deterministic
+        self._reset_envs(self._done)
+        if self.capture_safe or bool(self._done.any()):
+            self._observe(r.obs)
+        else:  # nothing was reset: the state is the one just observed
+            r.obs.copy_(r.final_obs)
         return r
 
     def _observe(self, out: Tensor) -> None:
