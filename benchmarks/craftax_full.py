@@ -15,7 +15,10 @@ and print the ratio. PATH is a built ``craftax_full_cuda`` binary, or craftax.cu
 ``make craftax_full_cuda NVCC=<nvcc> NVCCFLAGS_FULL="-O3 -arch=sm_XY --expt-relaxed-constexpr
 -fmad=false"`` (its Makefile's flags, for the GPU present). ``--cu-train ITERS`` also runs its
 ``train`` (8,192 envs, 128-step segments) and, beside it, noeira's PPO on the full game with the
-env's recipe (``--ppo-graph``, default ``stream``). craftax.cu is a reference binary to measure
+env's recipe (``--ppo-graph``, default ``stream``; ``--ppo-set`` keys over it); ``--cu-recipe hook``
+(the default) gives craftax.cu's ``train`` the same recipe's PPO settings as flags (epochs,
+minibatches, learning rate and its annealing, gamma, lambda, clip, coefficients), ``own`` its
+defaults. craftax.cu is a reference binary to measure
 against (Apache-2.0, see its NOTICE); none of its code is used here.
 
 Examples::
@@ -54,6 +57,7 @@ from rich.console import Console
 from rich.table import Table
 
 from noeira.core import get_backend, make_env
+from noeira.core.config import parse_overrides
 from noeira.core.errors import NoeiraError
 
 FULL_SIZES = [65536, 131072, 262144, 524288]
@@ -142,16 +146,17 @@ def craftax_cu_binary(path: str, console: Console) -> Path | None:
     return binary
 
 
-def train_noeira(iterations: int, graph: str, backend: str, console: Console) -> dict[str, Any] | None:
-    """noeira's PPO on the full game with the env's own recipe (through the recipe hook: craftax.cu's
-    train defaults, 8,192 envs and 128-step segments on cuda): training steps/s, env + policy + learning
+def train_noeira(iterations: int, graph: str, backend: str, console: Console,
+                 agent: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """noeira's PPO on the full game with the env's own recipe (through the recipe hook: 8,192 envs and
+    128-step segments on cuda; ``agent``: keys over it): training steps/s, env + policy + learning
     (``benchmarks/ppo_craftax.py``'s throughput phase: 4 warm-up iterations, then ``iterations``)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import ppo_craftax
 
     ppo_craftax.ENV = "craftax"
     be = get_backend(backend)
-    cfg = ppo_craftax._config(be.name, 8192 if be.device.type == "cuda" else 32, 0, {}, int(1e9))
+    cfg = ppo_craftax._config(be.name, 8192 if be.device.type == "cuda" else 32, 0, dict(agent or {}), int(1e9))
     try:
         out = ppo_craftax.throughput(cfg, graph, iterations)
     except (RuntimeError, NoeiraError) as err:
@@ -169,12 +174,26 @@ def bench_craftax_cu(binary: Path, n: int, iters: int) -> float | None:
     return float(m.group(1)) if res.returncode == 0 and m else None
 
 
-def train_craftax_cu(binary: Path, iters: int, console: Console) -> dict[str, float] | None:
-    """craftax.cu's full-game ``train`` with its README's command (8,192 envs, 128-step rollouts):
-    its overall steps/s and the return per episode of its last report."""
+def recipe_flags() -> list[str]:
+    """The env's shipped PPO recipe (the recipe hook's cuda values) as craftax.cu ``train`` flags: the
+    same epochs, minibatches, learning rate and its annealing, gamma, GAE lambda, clip and loss
+    coefficients (its network stays its own: two MinGRU layers of 256, fixed when it is built)."""
+    from noeira.envs.craftax_full.recipes import ppo_recipe
+
+    a = ppo_recipe("cuda", 8192)["agent"]
+    flags = ["--epochs", a["update_epochs"], "--minibatches", a["num_minibatches"], "--lr", a["lr"], "--gamma",
+             a["gamma"], "--gae-lambda", a["gae_lambda"], "--clip", a["clip_coef"], "--vf", a["vf_coef"], "--ent",
+             a["ent_coef"]]
+    return [str(x) for x in flags] + (["--lr-anneal"] if a["anneal_lr"] else [])
+
+
+def train_craftax_cu(binary: Path, iters: int, console: Console, flags: list[str] | None = None) -> dict[str, Any] | None:
+    """craftax.cu's full-game ``train`` with its README's command (8,192 envs, 128-step rollouts) and
+    ``flags`` (its PPO settings; none: its defaults): its overall steps/s and the return per episode of
+    its last report."""
     t = time.time()
-    res = subprocess.run([str(binary), "train", "--envs", "8192", "--horizon", "128", "--iters", str(iters)],
-                         capture_output=True, text=True)
+    res = subprocess.run([str(binary), "train", "--envs", "8192", "--horizon", "128", "--iters", str(iters),
+                          *(flags or [])], capture_output=True, text=True)
     done = re.search(r"train done: ([0-9.]+) s, ([0-9.]+) M SPS overall", res.stdout)
     rets = re.findall(r"ret/ep ([-+0-9.]+)", res.stdout)
     if res.returncode != 0 or not done:
@@ -182,7 +201,7 @@ def train_craftax_cu(binary: Path, iters: int, console: Console) -> dict[str, fl
         return None
     return {"seconds": float(done.group(1)), "steps_per_s": float(done.group(2)) * 1e6,
             "env_steps": 8192 * 128 * iters, "return": float(rets[-1]) if rets else float("nan"),
-            "wall": time.time() - t}
+            "wall": time.time() - t, "flags": flags or []}
 
 
 def _jax_reference() -> tuple[Any, Any] | None:
@@ -283,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cu-train", type=int, default=0, metavar="ITERS",
                    help="also run craftax.cu's train for ITERS iterations of 8,192 x 128 steps, and noeira's PPO "
                         "on the full game (its recipe, --ppo-graph) beside it (0: no)")
+    p.add_argument("--cu-recipe", default="hook", choices=("hook", "own"),
+                   help="craftax.cu train's PPO settings: hook (the env's shipped recipe, as noeira's side runs it) "
+                        "or own (its defaults: one epoch of one minibatch, lr 3e-4, gamma 0.99, ...)")
+    p.add_argument("--ppo-set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="agent keys over the recipe for noeira's side of --cu-train (TOML values), e.g. "
+                        "hidden_sizes=[256,256] (craftax.cu's two layers)")
     p.add_argument("--ppo-iters", type=int, default=6, help="timed PPO iterations of noeira's side of --cu-train")
     p.add_argument("--ppo-graph", default="stream", help="graph backend of noeira's side of --cu-train "
                    "(eager is tried when it fails)")
@@ -392,18 +417,22 @@ def main(argv: list[str] | None = None) -> int:
                 for lc in launches:
                     with step_launch(lc):
                         profile_noeira(n, a.backend, obs, options, a.warmup, console, lc)
-    cu_train = train_craftax_cu(binary, a.cu_train, console) if binary and a.cu_train else None
+    flags = recipe_flags() if a.cu_recipe == "hook" else []
+    cu_train = train_craftax_cu(binary, a.cu_train, console, flags) if binary and a.cu_train else None
     ppo = None
     if a.cu_train:
-        ppo = train_noeira(a.ppo_iters, a.ppo_graph, a.backend, console)
+        agent = parse_overrides([f"agent.{kv}" for kv in a.ppo_set]).get("agent", {})
+        ppo = train_noeira(a.ppo_iters, a.ppo_graph, a.backend, console, agent)
         if ppo is None and a.ppo_graph != "eager":
-            ppo = train_noeira(a.ppo_iters, "eager", a.backend, console)
+            ppo = train_noeira(a.ppo_iters, "eager", a.backend, console, agent)
     if cu_train or ppo:
         train = Table(title="PPO on the full game: training steps/s (env + policy + learning)")
         for c in ("run", "envs x horizon", "policy", "steps/s", "note"):
             train.add_column(c, justify="right" if c == "steps/s" else "left")
         if cu_train:
-            train.add_row("craftax.cu train", "8,192 x 128", "its own (MinGRU)", fmt_rate(cu_train["steps_per_s"]),
+            recipe = "the env's recipe" if flags else "its defaults"
+            train.add_row("craftax.cu train", "8,192 x 128", f"its own (2 MinGRU x 256), {recipe}",
+                          fmt_rate(cu_train["steps_per_s"]),
                           f"{a.cu_train} iterations, {cu_train['seconds']:.1f} s, last return/episode "
                           f"{cu_train['return']:.2f}")
         if ppo:
