@@ -847,15 +847,43 @@ def test_queue_step_is_capture_safe_through_autoresets(obs: str) -> None:
     hold (no tensor literal or Python-list index copied to the device, no host sync), checked on
     the CPU by ``noeira.core.testing.capture`` over steps where envs die and take queued worlds;
     the on-demand resets (declared not capture-safe) are seen listing the ended envs on the host."""
-    from noeira.core.testing import CaptureHazards, format_hazards
+    from noeira.core.testing import CaptureHazards
 
     env = _env(4, seed=0, obs=obs, resets="queue", queue_size=6, queue_refill=2)
     assert env.capture_safe
     g = torch.Generator().manual_seed(0)
     actions = [torch.randint(0, NUM_ACTIONS, (4,), generator=g) for _ in range(4)]
     env.step(actions[0])  # warm-up (a recording follows warm-up calls too)
+    _check_capture_safe_deaths(env, actions[1:])
+    on_demand = _env(2, seed=0)
+    assert not on_demand.capture_safe
     with CaptureHazards() as det:
-        for t, action in enumerate(actions[1:]):
+        on_demand.step(torch.zeros(2, dtype=torch.long))
+    assert any("nonzero" in h.what for h in det.hazards)
+
+
+def test_kernel_step_is_capture_safe_from_its_first_step(kernel_device) -> None:  # noqa: ANN001
+    """CUDA's step (the rule, accounting, queue and observation kernels; on a CPU in Triton's
+    interpreter) holds nothing a recording cannot, from the env's very first step on (CUDA's
+    ``record_step`` checks its first steps with host syncs raising: a table made and copied to the
+    device on first use, a cached one included, fails there)."""
+    pytest.importorskip("triton")
+    kernel_device("cpu")
+    env = _env(4, seed=0, obs="compact", resets="queue", queue_size=6, queue_refill=2, step_kernel="triton",
+               queue_kernel="triton", obs_kernel="triton", worldgen_kernel="triton")
+    assert env._account is not None and env.queue.kernels is not None
+    g = torch.Generator().manual_seed(0)
+    _check_capture_safe_deaths(env, [torch.randint(0, NUM_ACTIONS, (4,), generator=g) for _ in range(3)])
+
+
+def _check_capture_safe_deaths(env: Craftax, actions: list[torch.Tensor]) -> None:
+    """``env`` steps ``actions`` with half its envs dying at each (each takes a queued world) and
+    nothing a CUDA-graph recording cannot hold happens (``noeira.core.testing.capture``)."""
+    from noeira.core.testing import CaptureHazards, format_hazards
+
+    start = env.episode.clone()
+    with CaptureHazards() as det:
+        for t, action in enumerate(actions):
             with det.quiet():
                 state = env.get_state()
                 state["player_health"][t % 2::2] = 0.0  # half the envs die this step
@@ -864,12 +892,7 @@ def test_queue_step_is_capture_safe_through_autoresets(obs: str) -> None:
             with det.quiet():
                 assert bool(r.terminated[t % 2::2].all())
     assert not det.hazards, format_hazards(det.hazards)
-    assert env.episode.tolist() == [2, 1, 2, 1]  # three steps of deaths: each took a queued world
-    on_demand = _env(2, seed=0)
-    assert not on_demand.capture_safe
-    with CaptureHazards() as det:
-        on_demand.step(torch.zeros(2, dtype=torch.long))
-    assert any("nonzero" in h.what for h in det.hazards)
+    assert (env.episode - start).tolist() == [2, 1, 2, 1]  # three steps of deaths: each took a queued world
 
 
 # -- the compact observation's Triton kernel (CUDA's path; on a CPU in Triton's interpreter) --------

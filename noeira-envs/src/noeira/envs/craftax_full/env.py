@@ -167,6 +167,7 @@ class Craftax(TensorEnv):
         """What runs the rules (``step_kernel``)."""
         self._account = None if self._step is game.step else triton_account.account
         """The step's episode accounting as one kernel, with the rules' kernels (None: the base class's torch ops)."""
+        self._floors = None if self._account is None else triton_account.floor_table(dev)
         self._done = torch.zeros(num_envs, dtype=torch.bool, device=dev)
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
@@ -259,7 +260,7 @@ class Craftax(TensorEnv):
         r = self._result
         reward, terminated = self._advance(action)
         self._observe(r.final_obs)
-        partial = self._account(self.s, reward, terminated, r.reward, r.terminated, r.truncated, self._done,
+        partial = self._account(self.s, self._floors, reward, terminated, r.reward, r.terminated, r.truncated, self._done,
                                 self.elapsed, self.episode_return, self.episode_length, self.reused,
                                 self.max_episode_steps)
         self._stats += partial.sum(0)  # the programs' sums added in a fixed order: deterministic

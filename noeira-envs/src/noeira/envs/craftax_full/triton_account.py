@@ -15,8 +15,6 @@ with it against the torch path: the step's result, the counters and the popped s
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from torch import Tensor
 
@@ -29,7 +27,7 @@ try:  # optional: without Triton the base class's torch ops do the accounting
 except ImportError:
     triton = None
 
-__all__ = ["STATS", "account"]
+__all__ = ["STATS", "account", "floor_table"]
 
 BLOCK = 128
 """Envs a program takes."""
@@ -76,28 +74,28 @@ if triton is not None:
         tl.store(out + 4 + NUM_ACH, tl.sum(was_used * d, 0))
 
 
-@functools.cache
-def _floors(device: torch.device) -> Tensor:
-    """int32 [128]: the floor number an achievement column says was entered (0: not a floor's)."""
+def floor_table(device: torch.device) -> Tensor:
+    """int32 [128]: the floor number an achievement column says was entered (0: not a floor's).
+    Made once when the env is built: a copy to the device inside a step would be a host sync."""
     table = torch.zeros(triton.next_power_of_2(C.NUM_ACHIEVEMENTS), dtype=torch.int32)
     for floor, column in enumerate(C.LEVEL_ACHIEVEMENTS[1:], start=1):
         table[column] = floor
     return table.to(device)
 
 
-def account(s: State, reward_in: Tensor, terminated_in: Tensor, reward: Tensor, terminated: Tensor, truncated: Tensor,
-            done: Tensor, elapsed: Tensor, episode_return: Tensor, episode_length: Tensor, reused: Tensor,
-            max_t: int) -> Tensor:
+def account(s: State, floors: Tensor, reward_in: Tensor, terminated_in: Tensor, reward: Tensor, terminated: Tensor,
+            truncated: Tensor, done: Tensor, elapsed: Tensor, episode_return: Tensor, episode_length: Tensor,
+            reused: Tensor, max_t: int) -> Tensor:
     """The accounting of one step (see the module docstring) on the worlds ``s`` after the rules:
-    ``reward_in`` float32 [N] and ``terminated_in`` bool [N] the rules' result; writes ``reward``,
-    ``terminated``, ``truncated`` and ``done`` (the step's result, bool [N]); updates ``elapsed``,
-    ``episode_return``, ``episode_length`` in place; ``reused`` bool [N] (the episodes in used
-    worlds). Returns the programs' sums, float64 [P, STATS]."""
+    ``floors`` (:func:`floor_table`); ``reward_in`` float32 [N] and ``terminated_in`` bool [N] the
+    rules' result; writes ``reward``, ``terminated``, ``truncated`` and ``done`` (the step's result,
+    bool [N]); updates ``elapsed``, ``episode_return``, ``episode_length`` in place; ``reused`` bool
+    [N] (the episodes in used worlds). Returns the programs' sums, float64 [P, STATS]."""
     n = s.arena.shape[0]
     programs = triton.cdiv(n, BLOCK)
     partial = torch.empty((programs, STATS), dtype=torch.float64, device=s.arena.device)
     _account_kernel[(programs,)](
-        s.arena, OFFSETS["achievements"], _floors(s.arena.device), reward_in, terminated_in.view(torch.int8), reward,
+        s.arena, OFFSETS["achievements"], floors, reward_in, terminated_in.view(torch.int8), reward,
         terminated.view(torch.int8), truncated.view(torch.int8), done.view(torch.int8), elapsed, episode_return,
         episode_length, reused.view(torch.int8), partial, n, max_t, ROW=ROW_BYTES,
         ACH=triton.next_power_of_2(C.NUM_ACHIEVEMENTS), NUM_ACH=C.NUM_ACHIEVEMENTS, STATS=STATS, BLOCK=BLOCK)
