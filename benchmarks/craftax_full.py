@@ -30,7 +30,8 @@ Examples::
         --obs-launch 16x4,8x4,32x4,32x8     # the compact observation: torch vs the Triton kernel
     python benchmarks/craftax_full.py --backend cuda --expand 8192,131072   # codes -> a bf16 input layer
     TRITON_INTERPRET=1 python benchmarks/craftax_full.py --launches 64 --env step_kernel=triton \
-        --env worldgen_kernel=triton --env obs_kernel=triton --env resets=queue   # CUDA's launches, counted on a CPU
+        --env worldgen_kernel=triton --env obs_kernel=triton --env resets=queue \
+        --env queue_kernel=triton                                   # CUDA's launches, counted on a CPU
 """
 
 from __future__ import annotations

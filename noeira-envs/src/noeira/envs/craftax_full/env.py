@@ -167,8 +167,9 @@ class Craftax(TensorEnv):
         """What runs the rules (``step_kernel``)."""
         self._account = None if self._step is game.step else triton_account.account
         """The step's episode accounting as one kernel, with the rules' kernels (None: the base class's torch ops)."""
-        self._floors = None if self._account is None else triton_account.floor_table(dev)
-        self._done = torch.zeros(num_envs, dtype=torch.bool, device=dev)
+        if self._account is not None:  # the kernel's floor table and its done flags, made once
+            self._floors = triton_account.floor_table(dev)
+            self._done = torch.zeros(num_envs, dtype=torch.bool, device=dev)
         light, _ = light_tables(MAX_TIMESTEPS + 1)
         self.tables = game.Tables(dev, light)
         self._light0 = float(light[0])
@@ -375,19 +376,20 @@ class WorldQueue:
         self.obs = torch.zeros((size, *obs_shape), dtype=obs_dtype, device=self.device)
         self.head = torch.zeros((), dtype=torch.int64, device=self.device)
         self.tail = torch.full((), size, dtype=torch.int64, device=self.device)
-        self._offsets = torch.arange(refill, device=self.device)
         self._fresh = empty_state(refill, self.device)  # refill's worlds (zeroed rows: states the kernels can read)
         self._first = torch.zeros((refill, *obs_shape), dtype=obs_dtype, device=self.device)
         self.serial = torch.zeros((), dtype=torch.int64, device=self.device)
         """The serial of the next world to generate (the queue's worlds are numbered in order)."""
         self.slot_serial = torch.zeros(size, dtype=torch.int64, device=self.device)
         """The serial of the world each slot holds."""
-        self._slots = torch.arange(size, device=self.device)
-        # the kernels' plans: (destination, source) row pairs and their number
-        self._serials = torch.empty(refill, dtype=torch.int64, device=self.device)
-        self._refill_pairs = torch.empty((refill, 2), dtype=torch.int64, device=self.device)
-        self._draw_pairs = torch.empty((num_envs, 2), dtype=torch.int64, device=self.device)
-        self._counts = torch.zeros(2, dtype=torch.int64, device=self.device)
+        if kernels is None:  # the torch bookkeeping's index tables
+            self._offsets = torch.arange(refill, device=self.device)
+            self._slots = torch.arange(size, device=self.device)
+        else:  # the kernels' plans: the serials to make, (destination, source) row pairs and their number
+            self._serials = torch.empty(refill, dtype=torch.int64, device=self.device)
+            self._refill_pairs = torch.empty((refill, 2), dtype=torch.int64, device=self.device)
+            self._draw_pairs = torch.empty((num_envs, 2), dtype=torch.int64, device=self.device)
+            self._counts = torch.zeros(2, dtype=torch.int64, device=self.device)
         self._last: tuple[Tensor, Tensor] | bool | None = None  # what the last draw handed out, for draw_obs
 
     def fill(self) -> None:
